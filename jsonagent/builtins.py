@@ -1,0 +1,79 @@
+"""The four built-in tools named in core_function.json."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .errors import ToolError
+from .tools import RunContext
+
+
+class NeedsHuman(Exception):
+    """Control flow, not an error: the run must pause until a person answers `question`."""
+
+    def __init__(self, question: str):
+        super().__init__(question)
+        self.question = question
+
+
+def get_time(timezone: str | None = None, format: str | None = None) -> dict[str, Any]:
+    if timezone:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            now = datetime.now(ZoneInfo(timezone))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ToolError(f"unknown time zone {timezone!r}; use an IANA name such as "
+                            "'UTC', 'Europe/Paris' or 'Asia/Shanghai'") from None
+    else:
+        now = datetime.now().astimezone()
+    text = now.isoformat(timespec="seconds")
+    if format:
+        try:
+            text = now.strftime(format)
+        except ValueError as exc:
+            raise ToolError(f"bad strftime format {format!r}: {exc}") from None
+    return {"now": text, "timezone": timezone or now.tzname(), "weekday": now.strftime("%A")}
+
+
+def ask_human(question: str, ctx: RunContext) -> str:
+    if ctx.ask_human is None:
+        raise NeedsHuman(question)
+    return ctx.ask_human(question)
+
+
+def task_complete(**answer: Any) -> dict[str, Any]:
+    return answer
+
+
+def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
+    result = ctx.sandbox().run(code)
+    out: dict[str, Any] = {"stdout": result.stdout, "exit_code": result.exit_code}
+    if result.stderr:
+        out["stderr"] = result.stderr
+    if result.error:
+        out["error"] = result.error
+    if result.stdout_truncated or result.stderr_truncated:
+        out["truncated"] = (f"output was cut: stdout {result.stdout_bytes} bytes, "
+                            f"stderr {result.stderr_bytes} bytes in all")
+    if result.timed_out:
+        out["timed_out"] = True
+    if result.crashed:
+        out["crashed"] = True
+    if result.state_lost:
+        out["note"] = ("The interpreter was restarted: every variable, import and function "
+                       "from earlier calls is gone. Define them again before using them.")
+    if result.files_changed:
+        out["files_changed"] = list(result.files_changed)
+    return out
+
+
+BUILTINS = {
+    "GetTimeTools": get_time,
+    "AskHumanHelpTool": ask_human,
+    "TaskCompleteTool": task_complete,
+    "CodeInterpreterTool": code_interpreter,
+}
+FINAL_TOOL = "TaskCompleteTool"
+ASK_HUMAN_TOOL = "AskHumanHelpTool"

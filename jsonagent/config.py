@@ -1,0 +1,31 @@
+"""Run settings, grouped so that constructors stay short."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonMode = Literal["schema", "object", "prompt"]
+JSON_MODES: tuple[JsonMode, ...] = ("schema", "object", "prompt")
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    max_steps: int = Field(10, ge=1)
+    """Tool calls allowed before the run stops with status max_steps."""
+    max_reasks: int = Field(2, ge=0)
+    """Invalid replies re-asked per step before the run fails; separate from max_steps."""
+    json_mode: JsonMode | None = None
+    """How JSON is forced: schema, object or prompt. None takes the model's default."""
+    observation_role: Literal["user", "tool", "system"] = "user"
+    """Role of the message that carries a tool's result back to the model."""
+    max_observation_chars: int = Field(8000, ge=200)
+    """Longer tool results are cut, with a note saying so, to protect the context window."""
+    thought_max_chars: int | None = Field(None, ge=16)
+    """Cap on the thought's length in schema mode; keeps small models from rambling."""
+    sandbox_timeout: float = Field(30.0, gt=0)
+    """Seconds one code-interpreter call may run."""
+    require_isolation: bool = False
+    """Refuse to run code unless every sandbox protection is in force."""

@@ -1,0 +1,48 @@
+"""Every exception jsonagent raises on purpose.
+
+    JsonAgentError
+    ├── UserError                 the developer's mistake: fix the code or config and rerun
+    │   ├── SpecError             a tool spec is malformed (names file, index, tool, pointer)
+    │   └── ConfigError           a bad flag, missing key, unknown model, unreadable file
+    └── RunError                  something failed while a run was going
+        ├── ModelError            the model endpoint failed after its retries
+        │   └── ResponseFormatRejected   the endpoint refused our response_format (4xx)
+        └── ToolError             raised by a tool to send a clean message back to the model
+
+Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
+whose text is what the model reads on the re-ask.
+"""
+
+from __future__ import annotations
+
+
+class JsonAgentError(Exception):
+    """Base class; `str(err)` is always a single line fit to show a person."""
+
+
+class UserError(JsonAgentError):
+    pass
+
+
+class SpecError(UserError):
+    pass
+
+
+class ConfigError(UserError):
+    pass
+
+
+class RunError(JsonAgentError):
+    pass
+
+
+class ModelError(RunError):
+    pass
+
+
+class ResponseFormatRejected(ModelError):
+    pass
+
+
+class ToolError(RunError):
+    """Raise inside a tool: the message becomes the observation, without a traceback."""

@@ -1,0 +1,69 @@
+"""Model backends: transport only. A backend never parses the step envelope."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+Message = dict[str, Any]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    """Tokens in the prompt, as the backend counted them."""
+    completion_tokens: int = 0
+    """Tokens generated."""
+    cached_tokens: int = 0
+    """Prompt tokens served from a reused prefix (KV cache), when the backend reports it."""
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class ModelReply(BaseModel):
+    text: str
+    """The raw reply, exactly as the model produced it."""
+    usage: Usage = Usage()
+
+
+@runtime_checkable
+class Model(Protocol):
+    """One method: messages and an optional OpenAI-style response_format in, text out.
+
+    Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
+    and `errors.ModelError` for anything else that is not recoverable.
+    """
+
+    name: str
+
+    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply: ...
+
+
+def resolve_model(spec: str | None = None, *, base_url: str | None = None,
+                  api_key: str | None = None) -> Model:
+    """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name."""
+    import os
+
+    from ..errors import ConfigError
+
+    spec = spec or os.environ.get("JSONAGENT_MODEL")
+    if not spec:
+        raise ConfigError("no model: pass --model NAME or set JSONAGENT_MODEL "
+                          "(for example gpt-4o-mini, local, or scripted:replies.json)")
+    kind, _, rest = spec.partition(":")
+    if kind == "scripted":
+        from ..testing import ScriptedModel
+
+        return ScriptedModel.from_file(rest)
+    if kind == "local":
+        from .local import LocalModel
+
+        return LocalModel.from_spec(rest or None)
+    from .openai import OpenAIModel
+
+    return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key)

@@ -1,0 +1,80 @@
+"""Any OpenAI-compatible chat endpoint: OpenAI, DeepSeek, Qwen, vLLM, Ollama, llama.cpp."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError, ModelError, ResponseFormatRejected
+from . import Message, ModelReply, Usage
+
+_FORMAT_STATUSES = {400, 415, 422}
+
+
+class OpenAIModel:
+    default_json_mode = "object"
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None):
+        try:
+            import openai
+        except ImportError:  # pragma: no cover - a core dependency
+            raise ConfigError("the openai package is missing: pip install openai") from None
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if not base_url:
+                raise ConfigError("no API key: set OPENAI_API_KEY, or pass --base-url for a "
+                                  "local server that needs none")
+            api_key = "no-key"  # local servers (llama.cpp, Ollama, vLLM) ignore it
+        self.name = model
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.temperature = temperature
+        # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                     max_retries=max_retries)
+        self._openai = openai
+
+    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+        kwargs = {"model": self.name, "messages": messages}
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        try:
+            resp = self._client.chat.completions.create(**kwargs)
+        except self._openai.APIStatusError as exc:
+            detail = _detail(exc)
+            if response_format is not None and exc.status_code in _FORMAT_STATUSES:
+                raise ResponseFormatRejected(f"{exc.status_code} for response_format "
+                                             f"{response_format['type']}: {detail}") from None
+            raise ModelError(self._explain(exc.status_code, detail)) from None
+        except self._openai.APITimeoutError:
+            raise ModelError(f"{self.base_url} timed out (after retries)") from None
+        except self._openai.APIConnectionError as exc:
+            raise ModelError(f"cannot reach {self.base_url}: {exc.__cause__ or exc}") from None
+        if not resp.choices:
+            raise ModelError(f"{self.base_url} returned no choices")
+        text = resp.choices[0].message.content or ""
+        u = resp.usage
+        cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", None) or 0
+        usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                      completion_tokens=getattr(u, "completion_tokens", 0) or 0,
+                      cached_tokens=cached)
+        return ModelReply(text=text, usage=usage)
+
+    def _explain(self, status: int, detail: str) -> str:
+        hint = {401: "check OPENAI_API_KEY", 403: "the key may lack access to this model",
+                404: f"is {self.name!r} served at {self.base_url}?",
+                429: "rate limited, still after retries"}.get(status, "")
+        if status >= 500:
+            hint = "server error, still after retries"
+        return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
+
+
+def _detail(exc) -> str:
+    """The server's own words, in one line: SDK errors nest them in different places."""
+    body, msg = getattr(exc, "body", None), None
+    if isinstance(body, dict):
+        err = body.get("error")
+        msg = err.get("message") if isinstance(err, dict) else (body.get("message") or err)
+    return " ".join(str(msg or getattr(exc, "message", exc)).split())[:300]

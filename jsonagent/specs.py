@@ -1,0 +1,295 @@
+"""Tool specs: three dialects in, one normalised JSON Schema 2020-12 out.
+
+Accepted dialects:
+- OpenAI function format: {"type": "function", "function": {name, description, parameters}}
+- plain: {name, description, parameters: <JSON Schema>}
+- legacy list: {name, description, parameters: [{name, type, description}], required?, return?}
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import SpecError
+
+PYTHON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "dict": "object",
+    "list": "array",
+    "tuple": "array",
+    "any": None,
+}
+
+# Keywords whose value is a subschema, a list of them, or a map of them: the walk
+# must not mistake a property *called* "type" for the keyword.
+_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
+        "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+class ArgError(BaseModel):
+    """One reason a set of arguments does not fit a tool's schema."""
+
+    path: str
+    """JSON pointer into the arguments, "" for the whole object."""
+    message: str
+    """What was expected and what came, fit to send to the model."""
+
+    def __str__(self) -> str:
+        return f"{self.path or '/'}: {self.message}"
+
+
+class ToolSpec(BaseModel):
+    """A tool's contract: its name, what it is for, and a JSON Schema for its arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON Schema 2020-12 for args_list; always an object schema."""
+    returns: dict[str, Any] | None = None
+    """What the tool returns, as documentation for the model (legacy `return`)."""
+    handler: str | None = None
+    """'package.module:function' implementing the tool, when the spec names one."""
+    origin: str = "<dict>"
+    """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "<dict>") -> ToolSpec:
+        """Check `data` against the meta-schema and normalise it; raise SpecError if it is bad."""
+        _check_meta(data, origin)
+        if "function" in data:
+            handler = data.get("handler")
+            data = data["function"]
+            handler = handler or data.get("handler")
+        else:
+            handler = data.get("handler")
+        params = data.get("parameters", {"type": "object", "properties": {}})
+        if isinstance(params, list):
+            params = _legacy_parameters(params, data.get("required"), data, origin)
+        params = _normalise(params)
+        params.setdefault("properties", {})
+        # An argument nobody declared is almost always a model's invention: reject it
+        # unless the author opted in.
+        params.setdefault("additionalProperties", False)
+        try:
+            _validator_class().check_schema(params)
+        except Exception as exc:  # jsonschema.SchemaError
+            raise SpecError(_where(origin, data) + f"/parameters{_pointer(exc.path)}: "
+                            f"not a valid JSON Schema: {exc.message}") from None
+        return cls(name=data["name"], description=data.get("description", ""),
+                   parameters=params, returns=data.get("return"), handler=handler,
+                   origin=origin)
+
+    def validate_args(self, args: Any) -> list[ArgError]:
+        """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""
+        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        return [_arg_error(e) for e in errors]
+
+    @cached_property
+    def _validator(self):
+        return _validator_class()(self.parameters)
+
+    def describe(self) -> dict[str, Any]:
+        """What the model is shown about this tool."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description,
+                               "parameters": self.parameters}
+        if self.returns:
+            out["returns"] = self.returns
+        return out
+
+
+def load_tools(path: str | Path) -> list[ToolSpec]:
+    """Read a JSON file holding one spec, a list of specs, or {"tools": [...]}."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read tool specs: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    items = data if isinstance(data, list) else [data]
+    specs = [ToolSpec.from_dict(item, origin=f"{path}[{i}]") for i, item in enumerate(items)]
+    check_unique(specs)
+    return specs
+
+
+def check_unique(specs: list[ToolSpec]) -> None:
+    seen: dict[str, ToolSpec] = {}
+    for spec in specs:
+        if spec.name in seen:
+            raise SpecError(f"{spec.origin} ({spec.name}): duplicate tool name, "
+                            f"first defined at {seen[spec.name].origin}")
+        seen[spec.name] = spec
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a Python value's type, as the model would think of it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _validator_class():
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator
+
+
+def _meta_validator():
+    global _META
+    if _META is None:
+        from importlib.resources import files
+
+        schema = json.loads(files("tool_specs").joinpath("meta_schema.json").read_text("utf-8"))
+        _META = _validator_class()(schema)
+    return _META
+
+
+_META = None
+
+
+def _check_meta(data: Any, origin: str) -> None:
+    if not isinstance(data, dict):
+        raise SpecError(f"{origin}: a tool spec must be an object, got {json_type(data)}")
+    # anyOf errors are unreadable; validate against the one dialect the spec looks like.
+    meta = _meta_validator()
+    if "function" in data or data.get("type") == "function":
+        dialect = "openai"
+    elif isinstance(data.get("parameters"), list):
+        dialect = "legacy"
+    else:
+        dialect = "plain"
+    schema = {"$ref": f"#/$defs/{dialect}", "$defs": meta.schema["$defs"]}
+    errors = list(_validator_class()(schema).iter_errors(data))
+    if errors:
+        err = min(errors, key=lambda e: (len(e.path), e.message))
+        raise SpecError(f"{_where(origin, data)}{_pointer(err.absolute_path)}: "
+                        f"{_spec_message(err)} ({dialect} dialect)")
+
+
+def _where(origin: str, data: Any) -> str:
+    name = None
+    if isinstance(data, dict):
+        name = data.get("name")
+        if name is None and isinstance(data.get("function"), dict):
+            name = data["function"].get("name")
+    label = f" ({name})" if isinstance(name, str) else ""
+    return f"{origin}{label}: "
+
+
+def _spec_message(err) -> str:
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        return f"unknown key(s) {', '.join(map(repr, extra))}"
+    if err.validator == "required":
+        return err.message.replace("is a required property", "is missing")
+    return err.message
+
+
+def _legacy_parameters(params: list[dict], required: list[str] | None, data: dict,
+                       origin: str) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    for i, p in enumerate(params):
+        if p["name"] in properties:
+            raise SpecError(f"{_where(origin, data)}/parameters/{i}/name: "
+                            f"duplicate parameter {p['name']!r}")
+        prop = {k: v for k, v in p.items() if k not in ("name",)}
+        properties[p["name"]] = prop
+    names = list(properties)
+    if required is None:
+        required = names  # the legacy dialect lists what the tool needs
+    for j, r in enumerate(required):
+        if r not in properties:
+            raise SpecError(f"{_where(origin, data)}/required/{j}: "
+                            f"{r!r} is not one of the parameters {names}")
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+def _normalise(schema: Any) -> Any:
+    """Map Python-flavoured type names to JSON Schema ones, everywhere a schema may nest."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if "type" in out:
+        out.update(_map_type(out["type"]))
+        if out.get("type") is None:
+            del out["type"]
+    for key in _ONE:
+        if key in out:
+            out[key] = _normalise(out[key])
+    for key in _MANY:
+        if isinstance(out.get(key), list):
+            out[key] = [_normalise(s) for s in out[key]]
+    for key in _MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: _normalise(s) for k, s in out[key].items()}
+    return out
+
+
+def _map_type(t: Any) -> dict[str, Any]:
+    if isinstance(t, list):
+        mapped = [PYTHON_TYPES.get(x, x) if isinstance(x, str) else x for x in t]
+        return {"type": None} if None in mapped else {"type": mapped}
+    if not isinstance(t, str) or t not in PYTHON_TYPES:
+        return {"type": t}
+    return {"type": PYTHON_TYPES[t]}
+
+
+def _pointer(path) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _arg_error(err) -> ArgError:
+    path = _pointer(err.absolute_path)
+    v, inst, schema = err.validator, err.instance, err.schema
+    if v == "type":
+        want = err.validator_value
+        want = " or ".join(want) if isinstance(want, list) else want
+        return ArgError(path=path, message=f"expected {want}, got {json_type(inst)} {_short(inst)}")
+    if v == "required":
+        missing = [r for r in err.validator_value if isinstance(inst, dict) and r not in inst]
+        name = missing[0] if missing else "?"
+        return ArgError(path=f"{path}/{name}", message="required argument is missing")
+    if v in ("additionalProperties", "unevaluatedProperties"):
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(inst) - set(allowed)) if isinstance(inst, dict) else []
+        name = extra[0] if extra else "?"
+        return ArgError(path=f"{path}/{name}",
+                        message=f"unexpected argument; allowed: {', '.join(allowed) or 'none'}")
+    if v == "enum":
+        return ArgError(path=path, message=f"expected one of {_short(err.validator_value, 80)}, "
+                                           f"got {_short(inst)}")
+    if v == "const":
+        return ArgError(path=path, message=f"expected {_short(err.validator_value)}, got {_short(inst)}")
+    return ArgError(path=path, message=err.message if len(err.message) < 160
+                    else err.message[:159] + "…")

@@ -1,0 +1,71 @@
+"""Test your agents without a network: a model that replays a script."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .errors import ConfigError, ModelError
+from .models import Message, ModelReply, Usage
+
+Reply = str | dict | ModelReply | BaseException
+ReplyFn = Callable[[list[Message], dict | None], Reply]
+
+
+class ScriptedModel:
+    """Replays replies in order, or asks a function for each one.
+
+    A dict reply is sent as its JSON; an exception instance is raised instead of
+    replying, to script endpoint failures. Every request is kept in `.requests`.
+    """
+
+    default_json_mode = "object"
+
+    def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted"):
+        self.name = name
+        self._fn = replies if callable(replies) else None
+        self._queue: list[Reply] = [] if callable(replies) else list(replies)
+        self.requests: list[dict[str, Any]] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ScriptedModel":
+        """A JSON list of raw reply strings (objects are allowed and sent as JSON)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read script: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        if not isinstance(data, list):
+            raise ConfigError(f"{path}: a script is a JSON list of replies")
+        return cls(data, name=f"scripted:{path}")
+
+    def enqueue(self, *replies: Reply) -> None:
+        self._queue.extend(replies)
+
+    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+        self.requests.append({"messages": [dict(m) for m in messages],
+                              "response_format": response_format})
+        if self._fn is not None:
+            reply = self._fn(messages, response_format)
+        elif self._queue:
+            reply = self._queue.pop(0)
+        else:
+            raise ModelError(f"scripted model ran out of replies after {len(self.requests) - 1}")
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, ModelReply):
+            return reply
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        prompt = sum(len(str(m.get("content", ""))) for m in messages) // 4
+        return ModelReply(text=text, usage=Usage(prompt_tokens=prompt,
+                                                 completion_tokens=len(text) // 4))
+
+
+def step(tool_name: str, args: dict | None = None, thought: str = "") -> dict:
+    """A well-formed reply, for scripts."""
+    return {"thought": thought, "tool_name": tool_name, "args_list": args or {}}
+
+
+__all__ = ["ScriptedModel", "step"]

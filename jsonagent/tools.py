@@ -1,0 +1,148 @@
+"""Tools: a spec plus the Python that runs it, and the @tool decorator that writes the spec."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, get_type_hints
+
+from .specs import ToolSpec
+
+
+@dataclass
+class RunContext:
+    """What a tool may need from the run it is part of. Declare a parameter typed
+    `RunContext` to receive it; it never appears in the tool's schema."""
+
+    ask_human: Callable[[str], str] | None = None
+    """Asks the person a question and returns the answer; None when nobody can answer."""
+    sandbox_factory: Callable[[], Any] | None = None
+    """Opens the run's code sandbox; the loop owns it and closes it at the end."""
+    step: int = 0
+    """1-based index of the step being run."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Scratch space shared by the tools of one run (or one chat session)."""
+
+    def sandbox(self):
+        if "sandbox" not in self.state:
+            if self.sandbox_factory is None:
+                from .errors import ToolError
+
+                raise ToolError("no code sandbox is available in this run")
+            self.state["sandbox"] = self.sandbox_factory()
+        return self.state["sandbox"]
+
+    def close(self) -> None:
+        sb = self.state.pop("sandbox", None)
+        if sb is not None:
+            sb.close()
+
+
+@dataclass
+class Tool:
+    spec: ToolSpec
+    fn: Callable[..., Any] | None
+    """Called with the validated arguments as keywords (plus `ctx` if it asks for one)."""
+    ctx_param: str | None = None
+    """Name of the parameter that receives the RunContext, if any."""
+    final: bool = False
+    """Calling this tool ends the run; its arguments are the answer."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def invoke(self, args: dict[str, Any], ctx: RunContext) -> Any:
+        kwargs = dict(args)
+        if self.ctx_param:
+            kwargs[self.ctx_param] = ctx
+        return self.fn(**kwargs)
+
+    def __call__(self, *args, **kwargs):
+        """A decorated function stays callable as plain Python."""
+        return self.fn(*args, **kwargs)
+
+
+def tool(fn: Callable | None = None, *, name: str | None = None,
+         description: str | None = None) -> Any:
+    """Turn a typed function into a Tool; the schema comes from pydantic, the text from the docstring.
+
+        @tool
+        def add(a: int, b: int = 0) -> int:
+            '''Add two numbers.
+
+            Args:
+                a: the first number
+                b: the second one
+            '''
+    """
+    def wrap(f: Callable) -> Tool:
+        return _make_tool(f, name=name, description=description)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _make_tool(f: Callable, name: str | None, description: str | None) -> Tool:
+    from pydantic import Field, create_model, validate_call
+
+    hints = get_type_hints(f, include_extras=True)
+    doc_summary, doc_params = _parse_docstring(inspect.getdoc(f) or "")
+    fields: dict[str, Any] = {}
+    ctx_param = None
+    for pname, param in inspect.signature(f).parameters.items():
+        annotation = hints.get(pname, Any)
+        if annotation is RunContext:
+            ctx_param = pname
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=doc_params.get(pname)))
+    args_model = create_model(f"{f.__name__}_args", **fields)
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    spec = ToolSpec.from_dict(
+        {"name": name or f.__name__, "description": description or doc_summary,
+         "parameters": schema},
+        origin=f"{f.__module__}.{f.__qualname__}",
+    )
+    # pydantic turns the already-valid JSON into the annotated Python types (models, dates...).
+    call = validate_call(f) if fields else f
+    return Tool(spec=spec, fn=call, ctx_param=ctx_param)
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$", re.I)
+_GOOGLE_ARG = re.compile(r"^\s+(\*{0,2}\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Summary paragraph plus per-parameter text, from Google- or Sphinx-style docstrings."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    for line in lines:
+        if not line.strip() or _SECTION.match(line) or _SPHINX_ARG.match(line):
+            break
+        summary.append(line.strip())
+    params: dict[str, str] = {}
+    in_args, current = False, None
+    for line in lines:
+        if m := _SPHINX_ARG.match(line):
+            current = m.group(1)
+            params[current] = m.group(2).strip()
+        elif _SECTION.match(line):
+            in_args, current = True, None
+        elif in_args and (m := _GOOGLE_ARG.match(line)) and line.startswith(("    ", "\t")) \
+                and not line.startswith(("        ", "\t\t")):
+            current = m.group(1).lstrip("*")
+            params[current] = m.group(2).strip()
+        elif in_args and line.strip() and not line.startswith((" ", "\t")):
+            in_args, current = False, None
+        elif current and line.strip():
+            params[current] = (params[current] + " " + line.strip()).strip()
+        elif not line.strip():
+            current = None
+    return " ".join(summary), params

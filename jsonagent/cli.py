@@ -94,16 +94,20 @@ def _fail(message: str, code: int):
     raise typer.Exit(code)
 
 
-@app.callback()
-def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-          version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False):
-    if debug:
-        _debug["on"] = True
-    if version:
+def _print_version(value: bool):
+    if value:
         from . import __version__
 
         typer.echo(__version__)
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+          version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                                help="Print the version.")] = False):
+    if debug:
+        _debug["on"] = True
     logging.basicConfig(level=logging.DEBUG if _debug["on"] else logging.WARNING,
                         format="%(levelname)s: %(message)s", stream=sys.stderr)
 
@@ -146,7 +150,7 @@ def chat(tools: ToolsOpt = None, model: ModelOpt = None, base_url: BaseUrlOpt = 
     with agent.session() as session:
         while True:
             try:
-                text = input(display.user_prompt(session.pending))
+                text = display.read(display.user_prompt(session.pending))
             except EOFError:
                 break
             except KeyboardInterrupt:

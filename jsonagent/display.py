@@ -40,9 +40,14 @@ class Display:
         """The interactive ask-human prompt; end of input means nobody is there to answer."""
         self.err.print(f"[bold magenta]? {escape(question)}[/]")
         try:
-            return input("your answer> ")
+            return self.read("your answer> ")
         except EOFError:
             return None
+
+    def read(self, prompt: str) -> str:
+        """A line from stdin; the prompt goes to stderr so stdout holds only answers."""
+        self.err.print(prompt, end="")
+        return input()
 
     def user_prompt(self, pending: Any) -> str:
         if pending is not None:

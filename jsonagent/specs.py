@@ -77,7 +77,7 @@ class ToolSpec(BaseModel):
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
             params = _legacy_parameters(params, data.get("required"), data, origin)
-        params = _normalise(params)
+        params = inline_refs(_normalise(params))
         params.setdefault("properties", {})
         # An argument nobody declared is almost always a model's invention: reject it
         # unless the author opted in.
@@ -94,7 +94,7 @@ class ToolSpec(BaseModel):
     def validate_args(self, args: Any) -> list[ArgError]:
         """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""
         errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
-        return [_arg_error(e) for e in errors]
+        return [_arg_error(_deepest(e)) for e in errors]
 
     @cached_property
     def _validator(self):
@@ -152,6 +152,35 @@ def json_type(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace local $refs by their definitions, so the schema can nest inside another one.
+    Recursive models keep their $refs and $defs (nothing finite can replace them)."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(n, seen) for n in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.split("/")[-1]
+            if name in seen or name not in defs:
+                raise _Recursive
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**walk(defs[name], seen + (name,)), **walk(rest, seen)}
+        return {k: walk(v, seen) for k, v in node.items() if k != "$defs"}
+
+    try:
+        return walk(schema, ())
+    except _Recursive:
+        return schema
+
+
+class _Recursive(Exception):
+    pass
 
 
 def _validator_class():
@@ -269,9 +298,27 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _deepest(err):
+    """For anyOf/oneOf failures, the branch the value was most likely meant for: one
+    whose type matched and that failed deeper inside."""
+    while err.context:
+        here = len(err.absolute_path)
+        branches = [e for e in err.context
+                    if e.validator != "type" or len(e.absolute_path) > here]
+        if not branches:  # no branch took the value's type: say which types would do
+            return err
+        err = max(branches, key=lambda e: len(e.absolute_path))
+    return err
+
+
 def _arg_error(err) -> ArgError:
     path = _pointer(err.absolute_path)
     v, inst, schema = err.validator, err.instance, err.schema
+    if v in ("anyOf", "oneOf") and err.context:
+        types = [e.validator_value for e in err.context if e.validator == "type"]
+        flat = [t for ts in types for t in (ts if isinstance(ts, list) else [ts])]
+        return ArgError(path=path, message=f"expected {' or '.join(dict.fromkeys(flat))}, "
+                                           f"got {json_type(inst)} {_short(inst)}")
     if v == "type":
         want = err.validator_value
         want = " or ".join(want) if isinstance(want, list) else want

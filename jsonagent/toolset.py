@@ -147,7 +147,7 @@ def _final_spec() -> ToolSpec:
 def _typed_final(final: Tool, output_type: type) -> Tool:
     from pydantic import TypeAdapter
 
-    schema = inline_refs(TypeAdapter(output_type).json_schema())
+    schema = TypeAdapter(output_type).json_schema()
     schema.pop("title", None)
     if schema.get("type") != "object":
         raise SpecError(f"output_type {output_type!r} must be a pydantic model or another "
@@ -157,32 +157,3 @@ def _typed_final(final: Tool, output_type: type) -> Tool:
     spec = ToolSpec.from_dict({"name": final.name, "description": description,
                                "parameters": schema}, origin=f"output_type {output_type.__name__}")
     return Tool(spec=spec, fn=final.fn, ctx_param=final.ctx_param, final=True)
-
-
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Replace local $refs by their definitions, so the schema can nest inside another one.
-    Recursive models keep their $refs and $defs (nothing finite can replace them)."""
-    defs = schema.get("$defs", {})
-
-    def walk(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, list):
-            return [walk(n, seen) for n in node]
-        if not isinstance(node, dict):
-            return node
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = ref.split("/")[-1]
-            if name in seen or name not in defs:
-                raise _Recursive
-            rest = {k: v for k, v in node.items() if k != "$ref"}
-            return {**walk(defs[name], seen + (name,)), **walk(rest, seen)}
-        return {k: walk(v, seen) for k, v in node.items() if k != "$defs"}
-
-    try:
-        return walk(schema, ())
-    except _Recursive:
-        return schema
-
-
-class _Recursive(Exception):
-    pass

@@ -1,0 +1,27 @@
+import socket
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path, monkeypatch):
+    """State under a temp home; no keys or endpoints leak in from the developer's shell."""
+    monkeypatch.setenv("JSONAGENT_HOME", str(tmp_path / "home"))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JSONAGENT_MODEL", "JSONAGENT_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6) \
+            and not (host.startswith("127.") or host in ("::1", "localhost")):
+        raise OSError(f"tests may not reach the network (tried {host})")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch):
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)

@@ -1,0 +1,77 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1, standing in for a remote API."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def completion(text: str, prompt_tokens: int = 11, completion_tokens: int = 7, cached: int = 0):
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "stub",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": cached}},
+    }
+
+
+class OpenAIStub:
+    """Answers POST /v1/chat/completions from a script of (status, body) pairs or a function."""
+
+    def __init__(self, script=None):
+        self.script = list(script or [])
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                stub.requests.append({"path": self.path, "body": body,
+                                      "auth": self.headers.get("authorization")})
+                status, payload = stub.next(body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def next(self, body):
+        item = self.script.pop(0) if self.script else (500, {"error": {"message": "script empty"}})
+        if callable(item):
+            item = item(body)
+        if isinstance(item, str):
+            item = (200, completion(item))
+        return item
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def error(status: int, message: str):
+    return (status, {"error": {"message": message, "type": "invalid_request_error"}})
+
+
+if __name__ == "__main__":  # used by the CLI tests: serve a script given as a JSON file
+    import sys
+    import time
+
+    script = json.load(open(sys.argv[1]))
+    with OpenAIStub([tuple(x) if isinstance(x, list) else x for x in script]) as s:
+        print(s.url, flush=True)
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 60)

@@ -1,0 +1,290 @@
+"""The loop: every way a run ends, re-asks, step-down, observations and the transcript."""
+
+import asyncio
+import json
+import threading
+
+import pytest
+from pydantic import BaseModel, field_validator
+
+from jsonagent import Agent, AgentConfig, ModelError, ResponseFormatRejected, read_journal, tool
+from jsonagent.testing import ScriptedModel, step
+
+DONE = step("TaskCompleteTool", {"output": "42"}, "done")
+
+
+class FakeSandbox:
+    """Stands in for the subprocess sandbox in loop tests; the real one has its own suite."""
+
+    closed = False
+
+    def run(self, code):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(stdout=f"ran {len(code)} chars\n", stderr="", error=None, exit_code=0,
+                               stdout_truncated=False, stderr_truncated=False, stdout_bytes=0,
+                               stderr_bytes=0, timed_out=False, crashed=False,
+                               state_lost=code == "lose", files_changed=[])
+
+    def close(self):
+        FakeSandbox.closed = True
+
+
+def agent(replies, **kw):
+    kw.setdefault("sandbox_factory", FakeSandbox)
+    return Agent(model=ScriptedModel(replies), **kw)
+
+
+def test_completed():
+    r = agent([step("GetTimeTools", {"timezone": "UTC"}), DONE]).run("time?")
+    assert r.status == "completed" and r.answer == "42" and r.ok
+    assert [s.tool for s in r.steps] == ["GetTimeTools", "TaskCompleteTool"]
+    assert r.steps[0].observation["timezone"] == "UTC"
+    assert r.stats.model_calls == 2 and r.stats.reasks == 0
+
+
+def test_max_steps():
+    r = agent([step("GetTimeTools")] * 3, max_steps=3).run("loop forever")
+    assert r.status == "max_steps" and len(r.steps) == 3
+    assert "TaskCompleteTool" in r.error
+
+
+def test_needs_human_without_callback_then_resume():
+    a = agent([step("AskHumanHelpTool", {"question": "Which city?"}), DONE])
+    with a.session() as s:
+        r = s.run("weather?")
+        assert r.status == "needs_human" and r.pending_question == "Which city?"
+        r2 = s.run("Oslo")  # the next message answers the pending question
+    assert r2.status == "completed"
+    last_obs = json.loads(a.model.requests[-1]["messages"][-1]["content"])
+    assert last_obs == {"tool_name": "AskHumanHelpTool", "response": "Oslo"}
+
+
+def test_ask_human_sync_callback():
+    asked = []
+    a = agent([step("AskHumanHelpTool", {"question": "Name?"}), DONE],
+              ask_human=lambda q: asked.append(q) or "Ada")
+    r = a.run("greet me")
+    assert r.status == "completed" and asked == ["Name?"]
+    assert r.steps[0].observation == "Ada"
+
+
+def test_ask_human_callback_returning_none_means_nobody():
+    r = agent([step("AskHumanHelpTool", {"question": "Name?"})], ask_human=lambda q: None).run("x")
+    assert r.status == "needs_human" and r.pending_question == "Name?"
+
+
+def test_ask_human_async_callback_with_arun():
+    seen_loop = []
+
+    async def ask(q):
+        seen_loop.append(asyncio.get_running_loop())
+        return "async answer"
+
+    async def main():
+        a = agent([step("AskHumanHelpTool", {"question": "Q?"}), DONE], ask_human=ask)
+        result = await a.arun("go")
+        return result, asyncio.get_running_loop()
+
+    r, loop = asyncio.run(main())
+    assert r.status == "completed" and r.steps[0].observation == "async answer"
+    assert seen_loop == [loop]  # answered on the caller's loop
+
+
+def test_ask_human_async_callback_with_sync_run():
+    async def ask(q):
+        return "from a coroutine"
+
+    r = agent([step("AskHumanHelpTool", {"question": "Q?"}), DONE], ask_human=ask).run("go")
+    assert r.steps[0].observation == "from a coroutine"
+
+
+def test_failed_after_reask_budget():
+    r = agent(["not json", "still not", "nope"]).run("x")
+    assert r.status == "failed"
+    assert r.stats.invalid_replies == 3 and r.stats.reasks == 2 and r.stats.model_calls == 3
+    assert "no valid reply after 3 tries" in r.error
+
+
+def test_reask_sends_precise_error_and_drops_failed_attempts():
+    model = ScriptedModel([step("GetTimeTools", {"timezone": 5}), step("GetTimeTools"), DONE])
+    r = Agent(model=model).run("x")
+    assert r.status == "completed" and r.stats.reasks == 1 and r.stats.invalid_replies == 1
+    reask = model.requests[1]["messages"]
+    assert reask[-2] == {"role": "assistant", "content": json.dumps(step("GetTimeTools", {"timezone": 5}))}
+    assert "/args_list/timezone: expected string, got integer 5" in reask[-1]["content"]
+    third = model.requests[2]["messages"]
+    assert not any("rejected" in m["content"] for m in third)  # failed attempt is gone
+    assert len(third) == 4  # system, user, assistant step, observation
+
+
+def test_reask_budget_is_per_step_and_separate_from_max_steps():
+    replies = ["bad", step("GetTimeTools"), "bad", "bad", DONE]
+    r = agent(replies, max_steps=2).run("x")
+    assert r.status == "completed" and r.stats.reasks == 3 and len(r.steps) == 2
+
+
+def test_tool_that_raises_becomes_an_error_observation():
+    @tool
+    def flaky(n: int) -> int:
+        """Divide."""
+        return 1 // n
+
+    model = ScriptedModel([step("flaky", {"n": 0}), step("flaky", {"n": 1}), DONE])
+    r = Agent(model=model, tools=[flaky]).run("x")
+    assert r.status == "completed"
+    assert r.steps[0].error and r.steps[0].observation == {"error": "ZeroDivisionError: integer division or modulo by zero"}
+    assert r.steps[1].observation == 1
+
+
+def test_model_error_fails_the_run():
+    r = agent([ModelError("http://x answered 500: boom")]).run("x")
+    assert r.status == "failed" and "500" in r.error
+
+
+def test_interrupted_by_ctrl_c():
+    @tool
+    def slow() -> str:
+        """Gets interrupted."""
+        raise KeyboardInterrupt
+
+    r = Agent(model=ScriptedModel([step("slow")]), tools=[slow]).run("x")
+    assert r.status == "interrupted"
+
+
+def test_arun_cancel_stops_at_the_next_step():
+    started = threading.Event()
+
+    def reply(messages, fmt):
+        started.set()
+        return step("GetTimeTools")
+
+    async def main():
+        a = Agent(model=ScriptedModel(reply), max_steps=10_000)
+        task = asyncio.create_task(a.arun("x"))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_json_mode_steps_down_once_and_stays_down():
+    model = ScriptedModel([ResponseFormatRejected("400 for response_format json_schema: nope"),
+                           step("GetTimeTools"), DONE])
+    r = Agent(model=model, config=AgentConfig(json_mode="schema")).run("x")
+    assert r.status == "completed" and r.json_mode == "object"
+    formats = [req["response_format"] for req in model.requests]
+    assert formats[0]["type"] == "json_schema"
+    assert formats[1:] == [{"type": "json_object"}, {"type": "json_object"}]
+
+
+def test_json_mode_prompt_sends_no_response_format():
+    model = ScriptedModel([DONE])
+    Agent(model=model, config=AgentConfig(json_mode="prompt")).run("x")
+    assert model.requests[0]["response_format"] is None
+
+
+def test_system_prompt_is_byte_identical_and_dateless():
+    model = ScriptedModel([step("GetTimeTools"), step("GetTimeTools"), DONE])
+    Agent(model=model).run("x")
+    systems = {req["messages"][0]["content"] for req in model.requests}
+    assert len(systems) == 1
+    assert "2026" not in systems.pop()
+
+
+def test_observation_message_shape_and_role():
+    model = ScriptedModel([step("GetTimeTools", {"timezone": "UTC"}), DONE])
+    Agent(model=model, config=AgentConfig(observation_role="tool")).run("x")
+    obs = model.requests[1]["messages"][-1]
+    assert obs["role"] == "tool"
+    body = json.loads(obs["content"])
+    assert body["tool_name"] == "GetTimeTools" and body["response"]["timezone"] == "UTC"
+
+
+def test_long_observation_is_cut_with_a_note():
+    @tool
+    def big() -> str:
+        """Lots of text."""
+        return "x" * 50_000
+
+    model = ScriptedModel([step("big"), DONE])
+    Agent(model=model, tools=[big], config=AgentConfig(max_observation_chars=1000)).run("x")
+    content = json.loads(model.requests[1]["messages"][-1]["content"])["response"]
+    assert len(content) < 1100 and "cut: 49000 more characters" in content
+
+
+class CityAnswer(BaseModel):
+    city: str
+    population: int
+
+    @field_validator("population")
+    @classmethod
+    def positive(cls, v):
+        if v <= 0:
+            raise ValueError("population must be positive")
+        return v
+
+
+def test_output_type_validates_the_final_answer():
+    model = ScriptedModel([
+        step("TaskCompleteTool", {"city": "Oslo"}),                      # schema: re-asked
+        step("TaskCompleteTool", {"city": "Oslo", "population": -1}),    # validator: observation
+        step("TaskCompleteTool", {"city": "Oslo", "population": 700000}),
+    ])
+    r = Agent(model=model, output_type=CityAnswer).run("x")
+    assert r.status == "completed" and r.answer == CityAnswer(city="Oslo", population=700000)
+    assert r.stats.reasks == 1
+    assert "population must be positive" in r.steps[0].observation["error"]
+    schema = model.requests[0]["messages"][0]["content"]
+    assert '"population"' in schema
+
+
+def test_code_interpreter_uses_one_sandbox_per_run_and_closes_it():
+    FakeSandbox.closed = False
+    r = agent([step("CodeInterpreterTool", {"code": "x=1"}), step("CodeInterpreterTool", {"code": "lose"}),
+               DONE]).run("x")
+    assert r.steps[0].observation["stdout"] == "ran 3 chars\n"
+    assert "restarted" in r.steps[1].observation["note"]  # the model is told state is gone
+    assert FakeSandbox.closed
+
+
+def test_tool_without_implementation_is_refused_up_front():
+    from jsonagent import SpecError
+
+    with pytest.raises(SpecError, match=r"no implementation for .*\(lonely\)"):
+        Agent(model=ScriptedModel([]), tools=[{"name": "lonely"}])
+
+
+def test_transcript_has_every_event_and_reads_back(tmp_path):
+    path = tmp_path / "run.jsonl"
+    r = agent(["oops", step("GetTimeTools"), DONE], transcript=path).run("time?")
+    events = read_journal(path)
+    kinds = [e.type for e in events]
+    assert kinds == ["run_start", "model_reply", "reask", "model_reply", "step", "tool_result",
+                     "model_reply", "step", "run_end"]
+    assert events[1].raw == "oops"  # invalid replies are kept
+    assert events[0].toolset and "GetTimeTools" in events[0].tools
+    assert events[-1].status == r.status == "completed" and events[-1].answer == "42"
+    assert events[5].duration_s >= 0
+
+
+def test_transcript_survives_a_crash(tmp_path):
+    path = tmp_path / "run.jsonl"
+
+    def explode(messages, fmt):
+        if len(messages) > 2:
+            raise RuntimeError("backend bug")
+        return step("GetTimeTools")
+
+    with pytest.raises(RuntimeError):
+        Agent(model=ScriptedModel(explode), transcript=path).run("x")
+    kinds = [e.type for e in read_journal(path)]
+    assert kinds == ["run_start", "model_reply", "step", "tool_result"]
+
+
+def test_usage_is_summed():
+    r = agent([step("GetTimeTools"), DONE]).run("x")
+    assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0

@@ -1,0 +1,141 @@
+"""The openai backend over real HTTP: the real SDK talking to a stub server on 127.0.0.1."""
+
+import json
+
+import pytest
+
+from jsonagent import Agent, AgentConfig, ConfigError, ModelError
+from jsonagent.models.openai import OpenAIModel
+from jsonagent.testing import step
+
+from openai_stub import OpenAIStub, completion, error
+
+DONE = json.dumps(step("TaskCompleteTool", {"output": "4"}, "done"))
+
+
+def model(stub, **kw):
+    return OpenAIModel("stub-model", base_url=stub.url, api_key="sk-test", **kw)
+
+
+def test_request_carries_messages_and_schema_response_format():
+    with OpenAIStub([json.dumps(step("GetTimeTools")), DONE]) as stub:
+        r = Agent(model=model(stub), config=AgentConfig(json_mode="schema")).run("2+2?")
+    assert r.status == "completed" and r.answer == "4"
+    first = stub.requests[0]
+    assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
+    body = first["body"]
+    assert body["model"] == "stub-model"
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][1]["content"] == "2+2?"
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema"
+    consts = [alt["properties"]["tool_name"]["const"] for alt in fmt["json_schema"]["schema"]["anyOf"]]
+    assert consts == ["GetTimeTools", "AskHumanHelpTool", "TaskCompleteTool", "CodeInterpreterTool"]
+    second = stub.requests[1]["body"]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert json.loads(second[3]["content"])["tool_name"] == "GetTimeTools"
+    assert r.usage.prompt_tokens == 22 and r.usage.completion_tokens == 14
+
+
+def test_default_mode_is_json_object():
+    with OpenAIStub([DONE]) as stub:
+        Agent(model=model(stub)).run("x")
+    assert stub.requests[0]["body"]["response_format"] == {"type": "json_object"}
+
+
+def test_400_on_response_format_steps_down_and_stays_down():
+    with OpenAIStub([error(400, "response_format json_schema is not supported"),
+                     json.dumps(step("GetTimeTools")), error(400, "json_object unsupported too"),
+                     DONE]) as stub:
+        r = Agent(model=model(stub), config=AgentConfig(json_mode="schema")).run("x")
+    formats = [req["body"].get("response_format", {}).get("type") for req in stub.requests]
+    assert formats == ["json_schema", "json_object", "json_object", None]
+    assert r.status == "completed" and r.json_mode == "prompt"
+
+
+def test_prompt_mode_sends_no_response_format():
+    with OpenAIStub([DONE]) as stub:
+        Agent(model=model(stub), config=AgentConfig(json_mode="prompt")).run("x")
+    assert "response_format" not in stub.requests[0]["body"]
+
+
+def test_5xx_and_429_are_retried_then_succeed():
+    with OpenAIStub([error(503, "busy"), error(429, "slow down"), DONE]) as stub:
+        r = Agent(model=model(stub, max_retries=2)).run("x")
+    assert r.status == "completed" and len(stub.requests) == 3
+
+
+def test_persistent_5xx_is_reported_clearly():
+    with OpenAIStub([error(500, "kaboom")] * 3) as stub:
+        r = Agent(model=model(stub, max_retries=1)).run("x")
+    assert r.status == "failed" and len(stub.requests) == 2
+    assert "answered 500: kaboom (server error, still after retries)" in r.error
+
+
+def test_401_is_not_retried_and_names_the_key():
+    with OpenAIStub([error(401, "bad key")]) as stub:
+        r = Agent(model=model(stub)).run("x")
+    assert len(stub.requests) == 1 and "401" in r.error and "OPENAI_API_KEY" in r.error
+
+
+def test_400_without_response_format_is_an_error_not_a_step_down():
+    with OpenAIStub([error(400, "context too long")]) as stub:
+        r = Agent(model=model(stub), config=AgentConfig(json_mode="prompt")).run("x")
+    assert r.status == "failed" and "context too long" in r.error
+
+
+def test_dead_server_is_a_clear_error():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    m = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0, timeout=5)
+    with pytest.raises(ModelError, match=f"cannot reach http://127.0.0.1:{port}/v1"):
+        m.complete([{"role": "user", "content": "hi"}], None)
+
+
+def test_timeout_is_reported():
+    import time
+
+    def slow(body):
+        time.sleep(1.5)
+        return (200, completion(DONE))
+
+    with OpenAIStub([slow]) as stub:
+        m = model(stub, timeout=0.3, max_retries=0)
+        with pytest.raises(ModelError, match="timed out"):
+            m.complete([{"role": "user", "content": "hi"}], None)
+
+
+def test_cached_tokens_are_reported():
+    with OpenAIStub([(200, completion(DONE, prompt_tokens=100, cached=80))]) as stub:
+        reply = model(stub).complete([{"role": "user", "content": "x"}], None)
+    assert reply.usage.cached_tokens == 80
+
+
+def test_missing_key_without_base_url_is_a_config_error():
+    with pytest.raises(ConfigError, match="no API key"):
+        OpenAIModel("gpt-4o-mini")
+
+
+def test_local_base_url_needs_no_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    m = OpenAIModel("llama")
+    assert m.base_url == "http://127.0.0.1:1/v1"
+
+
+def test_resolve_model_from_environment(monkeypatch, tmp_path):
+    from jsonagent.models import resolve_model
+    from jsonagent.testing import ScriptedModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("JSONAGENT_MODEL", "qwen2.5:7b")  # Ollama names contain a colon
+    assert resolve_model().name == "qwen2.5:7b"
+    assert resolve_model("openai:gpt-4o").name == "gpt-4o"
+    (tmp_path / "s.json").write_text("[]")
+    assert isinstance(resolve_model(f"scripted:{tmp_path}/s.json"), ScriptedModel)
+    monkeypatch.delenv("JSONAGENT_MODEL")
+    with pytest.raises(ConfigError, match="no model"):
+        resolve_model()

@@ -1,0 +1,27 @@
+"""The public names are a promise: changing them is a decision, not an accident."""
+
+import subprocess
+import sys
+
+import jsonagent
+import jsonagent.testing
+
+
+def test_exported_names():
+    assert sorted(jsonagent.__all__) == [
+        "Agent", "AgentConfig", "ArgError", "ConfigError", "JsonAgentError", "Model", "ModelError",
+        "ModelReply", "ResponseFormatRejected", "RunContext", "RunError", "RunResult", "SpecError",
+        "Step", "StepRecord", "Tool", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError",
+        "load_tools", "parse_reply", "read_journal", "tool",
+    ]
+    for name in jsonagent.__all__:
+        assert getattr(jsonagent, name) is not None
+    assert jsonagent.testing.__all__ == ["ScriptedModel", "step"]
+
+
+def test_import_is_light():
+    """No SDK, schema engine or sandbox is loaded, and nothing is written, by `import jsonagent`."""
+    code = ("import sys, jsonagent; heavy = {'openai', 'jsonschema', 'sandbox', 'llama_cpp', 'rich', "
+            "'typer', 'json_repair'} & set(sys.modules); print(sorted(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,174 @@
+"""Tool specs: three dialects, Python type names, meta-schema errors, argument validation."""
+
+import json
+
+import pytest
+
+from jsonagent import SpecError, ToolSpec, load_tools
+from jsonagent.toolset import default_tools_path
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+          "required": ["city"]}
+
+
+def test_openai_dialect():
+    spec = ToolSpec.from_dict({"type": "function", "function": {
+        "name": "weather", "description": "Forecast.", "parameters": SCHEMA}})
+    assert spec.name == "weather" and spec.description == "Forecast."
+    assert spec.parameters["required"] == ["city"]
+
+
+def test_plain_dialect():
+    spec = ToolSpec.from_dict({"name": "weather", "parameters": SCHEMA})
+    assert spec.parameters["properties"]["days"] == {"type": "integer"}
+
+
+def test_plain_dialect_without_parameters_takes_no_arguments():
+    spec = ToolSpec.from_dict({"name": "ping"})
+    assert spec.validate_args({}) == []
+    assert spec.validate_args({"x": 1})[0].path == "/x"
+
+
+def test_legacy_dialect_with_python_type_names():
+    spec = ToolSpec.from_dict({"name": "calc", "description": "d", "parameters": [
+        {"name": "a", "type": "int", "description": "first"},
+        {"name": "b", "type": "float"},
+        {"name": "opts", "type": "dict"},
+        {"name": "items", "type": "list"},
+        {"name": "pair", "type": "tuple"},
+        {"name": "flag", "type": "bool"},
+        {"name": "label", "type": "str"},
+        {"name": "anything", "type": "any"},
+    ], "required": ["a"], "return": {"type": "float", "description": "sum"}})
+    props = spec.parameters["properties"]
+    assert [props[k].get("type") for k in props] == [
+        "integer", "number", "object", "array", "array", "boolean", "string", None]
+    assert props["a"]["description"] == "first"
+    assert spec.parameters["required"] == ["a"]
+    assert spec.returns == {"type": "float", "description": "sum"}
+    assert spec.validate_args({"a": 1, "anything": [1, "x"]}) == []
+
+
+def test_legacy_without_required_requires_every_parameter():
+    spec = ToolSpec.from_dict({"name": "t", "parameters": [{"name": "x", "type": "string"}]})
+    assert spec.parameters["required"] == ["x"]
+
+
+def test_python_type_names_in_nested_json_schema():
+    spec = ToolSpec.from_dict({"name": "t", "parameters": {"type": "dict", "properties": {
+        "type": {"type": "str"},  # a property *named* type
+        "xs": {"type": "list", "items": {"type": "int"}},
+        "u": {"anyOf": [{"type": "float"}, {"type": "None" if False else "null"}]},
+    }}})
+    p = spec.parameters
+    assert p["type"] == "object"
+    assert p["properties"]["type"] == {"type": "string"}
+    assert p["properties"]["xs"] == {"type": "array", "items": {"type": "integer"}}
+    assert p["properties"]["u"]["anyOf"][0] == {"type": "number"}
+
+
+def test_core_function_json_loads_in_legacy_dialect():
+    specs = load_tools(default_tools_path())
+    assert [s.name for s in specs] == ["GetTimeTools", "AskHumanHelpTool", "TaskCompleteTool",
+                                       "CodeInterpreterTool"]
+    raw = json.loads(default_tools_path().read_text())
+    assert all(isinstance(item["parameters"], list) for item in raw)
+
+
+# --- argument validation: JSON Schema semantics, no coercion
+
+@pytest.fixture
+def weather():
+    return ToolSpec.from_dict({"name": "weather", "parameters": SCHEMA})
+
+
+@pytest.mark.parametrize("args,path,fragment", [
+    ({"city": "Oslo", "days": "5"}, "/days", 'expected integer, got string "5"'),
+    ({"city": "Oslo", "days": True}, "/days", "expected integer, got boolean true"),
+    ({"city": "Oslo", "days": 2.5}, "/days", "expected integer, got number 2.5"),
+    ({"city": 5}, "/city", "expected string, got integer 5"),
+    ({"days": 1}, "/city", "required argument is missing"),
+    ({"city": "Oslo", "country": "NO"}, "/country", "unexpected argument; allowed: city, days"),
+    ([], "", "expected object, got array"),
+])
+def test_validate_args_rejects(weather, args, path, fragment):
+    errors = weather.validate_args(args)
+    assert errors, args
+    assert errors[0].path == path
+    assert fragment in errors[0].message
+
+
+def test_validate_args_accepts(weather):
+    assert weather.validate_args({"city": "Oslo"}) == []
+    assert weather.validate_args({"city": "Oslo", "days": 3}) == []
+
+
+def test_string_is_not_a_number():
+    spec = ToolSpec.from_dict({"name": "t", "parameters": [{"name": "x", "type": "float"}]})
+    assert "expected number" in spec.validate_args({"x": "1.5"})[0].message
+    assert spec.validate_args({"x": 2}) == []  # an integer is a number
+
+
+def test_additional_properties_allowed_when_spec_says_so():
+    spec = ToolSpec.from_dict({"name": "t", "parameters": {
+        "type": "object", "properties": {}, "additionalProperties": True}})
+    assert spec.validate_args({"anything": 1}) == []
+
+
+def test_errors_report_every_problem(weather):
+    errors = weather.validate_args({"days": "x", "extra": 1})
+    assert {e.path for e in errors} == {"/city", "/days", "/extra"}
+    assert all(str(e).startswith("/") for e in errors)
+
+
+# --- bad specs: file, index, tool and pointer, never a traceback
+
+def _write(tmp_path, data, name="tools.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("data,fragments", [
+    ([{"name": "ok"}, {"name": "bad tool!"}], ["[1]", "(bad tool!)", "/name", "does not match"]),
+    ([{"name": "t", "parameters": [{"name": "x", "type": "strnig"}]}],
+     ["[0]", "(t)", "/parameters/0/type", "strnig", "legacy"]),
+    ([{"name": "t", "parameters": [{"type": "string"}]}], ["/parameters/0", "'name' is missing"]),
+    ([{"name": "t", "parameters": {"type": "object", "properties": {"x": {"type": "strnig"}}}}],
+     ["(t)", "/parameters/properties/x/type", "not a valid JSON Schema"]),
+    ([{"name": "t", "parameters": {"type": "array"}}], ["/parameters/type", "plain"]),
+    ([{"type": "function", "function": {"description": "no name"}}], ["[0]", "/function", "'name' is missing", "openai"]),
+    ([{"name": "t", "descripton": "typo"}], ["[0]", "(t)", "unknown key(s) 'descripton'"]),
+    ([{"name": "t", "parameters": [{"name": "x", "type": "int"}, {"name": "x", "type": "int"}]}],
+     ["/parameters/1/name", "duplicate parameter 'x'"]),
+    ([{"name": "t", "parameters": [{"name": "x", "type": "int"}], "required": ["y"]}],
+     ["/required/0", "'y' is not one of the parameters"]),
+    ([{"name": "t"}, {"name": "t"}], ["[1] (t)", "duplicate tool name", "[0]"]),
+    (["not an object"], ["[0]", "must be an object, got string"]),
+    ([{"name": "t", "handler": "no colon"}], ["/handler"]),
+])
+def test_bad_spec_errors_are_precise(tmp_path, data, fragments):
+    path = _write(tmp_path, data)
+    with pytest.raises(SpecError) as info:
+        load_tools(path)
+    message = str(info.value)
+    assert message.startswith(str(path))
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_invalid_json_file_names_line_and_column(tmp_path):
+    path = _write(tmp_path, '[{"name": "t",}\n')
+    with pytest.raises(SpecError, match=r"tools.json:1:\d+: invalid JSON"):
+        load_tools(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="cannot read tool specs"):
+        load_tools(tmp_path / "nope.json")
+
+
+def test_file_may_hold_one_spec_or_a_tools_key(tmp_path):
+    assert [s.name for s in load_tools(_write(tmp_path, {"name": "one"}))] == ["one"]
+    assert [s.name for s in load_tools(_write(tmp_path, {"tools": [{"name": "a"}, {"name": "b"}]}))] == ["a", "b"]

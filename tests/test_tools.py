@@ -1,0 +1,130 @@
+"""@tool functions, handlers in spec files, built-ins, and one toolset for all of them."""
+
+import json
+from datetime import date
+
+import pytest
+from pydantic import BaseModel
+
+from jsonagent import RunContext, SpecError, ToolError, Toolset, tool
+from jsonagent.builtins import NeedsHuman, get_time
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@tool
+def distance(a: Point, b: Point, squared: bool = False) -> float:
+    """Distance between two points.
+
+    Args:
+        a: the first point
+        b: the second point,
+            given as {x, y}
+        squared: skip the square root
+    """
+    d = (a.x - b.x) ** 2 + (a.y - b.y) ** 2
+    return d if squared else d ** 0.5
+
+
+def test_tool_spec_from_signature_and_docstring():
+    spec = distance.spec
+    assert spec.name == "distance"
+    assert spec.description == "Distance between two points."
+    props = spec.parameters["properties"]
+    assert props["b"]["description"] == "the second point, given as {x, y}"
+    assert props["squared"] == {"type": "boolean", "default": False, "description": "skip the square root"}
+    assert spec.parameters["required"] == ["a", "b"]
+    assert spec.parameters["additionalProperties"] is False
+
+
+def test_tool_nested_model_is_inlined_and_validated():
+    props = distance.spec.parameters["properties"]
+    assert props["a"]["properties"]["x"]["type"] == "integer" or "$ref" in props["a"]
+    assert distance.spec.validate_args({"a": {"x": 0, "y": 0}, "b": {"x": "3", "y": 4}})
+
+
+def test_tool_call_converts_json_to_python_types():
+    out = distance.invoke({"a": {"x": 0, "y": 0}, "b": {"x": 3, "y": 4}}, RunContext())
+    assert out == 5.0
+    assert distance(Point(x=0, y=0), Point(x=6, y=8)) == 10.0  # still plain Python
+
+
+def test_tool_sphinx_docstring_and_custom_name():
+    @tool(name="when", description="Parse a date.")
+    def parse(day: date, ctx: RunContext) -> str:
+        """Ignored summary.
+
+        :param day: an ISO date
+        """
+        return f"{day.isoformat()} at step {ctx.step}"
+
+    assert parse.spec.name == "when" and parse.spec.description == "Parse a date."
+    assert "ctx" not in parse.spec.parameters["properties"]
+    assert parse.spec.parameters["properties"]["day"]["description"] == "an ISO date"
+    assert parse.invoke({"day": "2026-01-02"}, RunContext(step=3)) == "2026-01-02 at step 3"
+
+
+def test_python_and_json_tools_in_one_toolset(tmp_path):
+    (tmp_path / "mytools.py").write_text("def shout(text):\n    return text.upper()\n")
+    (tmp_path / "specs.json").write_text(json.dumps([{
+        "name": "shout", "description": "Upper-case.", "handler": "mytools:shout",
+        "parameters": [{"name": "text", "type": "str"}]}]))
+    ts = Toolset.build([tmp_path / "specs.json", distance])
+    assert ts.names == ["shout", "distance", "TaskCompleteTool"]  # task-complete always present
+    assert ts.call("shout", {"text": "hi"}) == "HI"
+
+
+def test_duplicate_names_across_sources_are_an_error():
+    with pytest.raises(SpecError, match="duplicate tool name"):
+        Toolset.build([distance, distance])
+
+
+def test_bad_handler_is_a_spec_error(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"name": "x", "handler": "nowhere_mod:fn"}))
+    with pytest.raises(SpecError, match=r"s.json\[0\] \(x\): cannot load handler 'nowhere_mod:fn'"):
+        Toolset.build(tmp_path / "s.json")
+
+
+def test_output_type_replaces_task_complete_schema():
+    class Answer(BaseModel):
+        """The city and its population."""
+        city: str
+        population: int
+        where: Point
+
+    ts = Toolset.build(None, output_type=Answer)
+    params = ts.final.spec.parameters
+    assert params["required"] == ["city", "population", "where"]
+    assert "$ref" not in json.dumps(params)  # inlined, so it nests inside the step schema
+    assert params["properties"]["where"]["properties"]["x"] == {"title": "X", "type": "integer"}
+    assert "The city and its population." in ts.final.spec.description
+    assert ts.final.spec.validate_args({"city": "Oslo", "population": "7", "where": {"x": 1, "y": 2}})
+
+
+def test_get_time_zone_and_format():
+    out = get_time("Asia/Shanghai", "%Y|%z")
+    assert out["now"].endswith("|+0800") and out["timezone"] == "Asia/Shanghai"
+    assert get_time()["now"][:4].isdigit()
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "../etc/passwd", "Not A Zone"])
+def test_get_time_unknown_zone_is_clear(zone):
+    with pytest.raises(ToolError, match="unknown time zone"):
+        get_time(zone)
+
+
+def test_ask_human_without_a_human_needs_one():
+    ts = Toolset.build(None)
+    with pytest.raises(NeedsHuman) as info:
+        ts.call("AskHumanHelpTool", {"question": "Which city?"}, RunContext())
+    assert info.value.question == "Which city?"
+    assert ts.call("AskHumanHelpTool", {"question": "Q"}, RunContext(ask_human=lambda q: "Oslo")) == "Oslo"
+
+
+def test_toolset_find_is_forgiving_only_when_unique():
+    ts = Toolset.build(None)
+    assert ts.find("get_time_tools").name == "GetTimeTools"
+    assert ts.find("nothing") is None

@@ -1,21 +1,65 @@
-"""jsonagent: a model answers every turn with one JSON object; we validate it and run the tool."""
+"""jsonagent: a model answers every turn with one JSON object; we validate it and run the tool.
 
-from .agent import Agent
-from .config import AgentConfig
-from .envelope import Step, parse_reply
-from .errors import (ConfigError, JsonAgentError, ModelError, ResponseFormatRejected, RunError,
-                     SpecError, ToolError, UserError)
-from .journal import read_journal
-from .models import Model, ModelReply, Usage
-from .result import RunResult, StepRecord
-from .specs import ArgError, ToolSpec, load_tools
-from .tools import RunContext, Tool, tool
-from .toolset import Toolset
+Names load on first use, so `import jsonagent` costs almost nothing.
+"""
 
-__all__ = [
-    "Agent", "AgentConfig", "ArgError", "ConfigError", "JsonAgentError", "Model", "ModelError",
-    "ModelReply", "ResponseFormatRejected", "RunContext", "RunError", "RunResult", "SpecError",
-    "Step", "StepRecord", "Tool", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError",
-    "load_tools", "parse_reply", "read_journal", "tool",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Agent": "agent",
+    "AgentConfig": "config",
+    "ArgError": "specs",
+    "ConfigError": "errors",
+    "JsonAgentError": "errors",
+    "Model": "models",
+    "ModelError": "errors",
+    "ModelReply": "models",
+    "ResponseFormatRejected": "errors",
+    "RunContext": "tools",
+    "RunError": "errors",
+    "RunResult": "result",
+    "SpecError": "errors",
+    "Step": "envelope",
+    "StepRecord": "result",
+    "Tool": "tools",
+    "ToolError": "errors",
+    "ToolSpec": "specs",
+    "Toolset": "toolset",
+    "Usage": "models",
+    "UserError": "errors",
+    "load_tools": "specs",
+    "parse_reply": "envelope",
+    "read_journal": "journal",
+    "tool": "tools",
+}
+__all__ = list(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jsonagent' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; never executed
+    from .agent import Agent
+    from .config import AgentConfig
+    from .envelope import Step, parse_reply
+    from .errors import (ConfigError, JsonAgentError, ModelError, ResponseFormatRejected,
+                         RunError, SpecError, ToolError, UserError)
+    from .journal import read_journal
+    from .models import Model, ModelReply, Usage
+    from .result import RunResult, StepRecord
+    from .specs import ArgError, ToolSpec, load_tools
+    from .tools import RunContext, Tool, tool
+    from .toolset import Toolset

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import inspect
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 from .builtins import NeedsHuman
 from .config import AgentConfig
@@ -19,6 +17,9 @@ from .prompt import system_prompt
 from .result import RunResult
 from .tools import RunContext
 from .toolset import Toolset, ToolLike
+
+if TYPE_CHECKING:
+    import asyncio
 
 AskHuman = Callable[[str], "str | None | Awaitable[str | None]"]
 
@@ -62,6 +63,8 @@ class Agent:
             return session.run(question)
 
     async def arun(self, question: str) -> RunResult:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         with self.session(loop) as session:
             future = loop.run_in_executor(None, session.run, question)
@@ -115,6 +118,9 @@ def _bridge(ask: AskHuman | None, loop: asyncio.AbstractEventLoop | None):
 
 
 def _wait(awaitable: Awaitable, loop: asyncio.AbstractEventLoop | None) -> Any:
+    import asyncio
+    import concurrent.futures
+
     async def run():
         return await awaitable
 

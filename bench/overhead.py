@@ -1,0 +1,70 @@
+"""Framework overhead: per step with a scripted model, import and --help time, prompt size.
+
+    python bench/overhead.py [--runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+
+def per_step(runs: int, steps: int = 10) -> list[float]:
+    from jsonagent import Agent, tool
+    from jsonagent.testing import ScriptedModel, step
+
+    @tool
+    def noop(n: int) -> int:
+        """Return n."""
+        return n
+
+    script = [step("noop", {"n": i}, "thinking about it") for i in range(steps - 1)]
+    script.append(step("TaskCompleteTool", {"output": "done"}))
+    out = []
+    for _ in range(runs):
+        agent = Agent(model=ScriptedModel(list(script)), tools=[noop], max_steps=steps)
+        t0 = time.perf_counter()
+        result = agent.run("count")
+        out.append((time.perf_counter() - t0) / steps)
+        assert result.status == "completed" and len(result.steps) == steps
+    return out
+
+
+def wall(cmd: list[str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def show(label: str, xs: list[float], unit: float, suffix: str) -> None:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
+    print(f"{label:<34} median {statistics.median(xs) * unit:8.2f} {suffix}   "
+          f"p95 {p95 * unit:8.2f} {suffix}   (n={len(xs)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    runs = parser.parse_args().runs
+    py = sys.executable
+    show("overhead per step (10-step run)", per_step(runs), 1e3, "ms")
+    show("python -c 'pass' (baseline)", wall([py, "-c", "pass"], runs // 2 or 1), 1e3, "ms")
+    show("import jsonagent", wall([py, "-c", "import jsonagent"], runs // 2 or 1), 1e3, "ms")
+    show("jsonagent --help", wall([py, "-m", "jsonagent", "--help"], runs // 2 or 1), 1e3, "ms")
+
+    from jsonagent import Agent
+    from jsonagent.testing import ScriptedModel
+
+    prompt = Agent(model=ScriptedModel([])).system_prompt
+    print(f"{'default system prompt':<34} {len(prompt)} characters")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,8 +23,9 @@ class AgentConfig(BaseModel):
     """Role of the message that carries a tool's result back to the model."""
     max_observation_chars: int = Field(8000, ge=200)
     """Longer tool results are cut, with a note saying so, to protect the context window."""
-    thought_max_chars: int | None = Field(None, ge=16)
-    """Cap on the thought's length in schema mode; keeps small models from rambling."""
+    thought_max_chars: int | None = Field(600, ge=16)
+    """Cap on the thought's length in schema mode; constrained decoders enforce it, which
+    keeps small models from rambling. None for no cap."""
     sandbox_timeout: float = Field(30.0, gt=0)
     """Seconds one code-interpreter call may run."""
     require_isolation: bool = False

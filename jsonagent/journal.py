@@ -11,6 +11,7 @@ from typing import IO, Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from .errors import ConfigError
 from .models import Usage
 
 
@@ -92,14 +93,16 @@ _EVENT = TypeAdapter(Event)
 class Journal:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._file: IO[str] | None = None
+        try:  # fail before the run, not halfway through it
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write transcript {self.path}: {exc.strerror or exc}") from None
 
     def write(self, event: _Event) -> None:
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8")
-        self._file.write(event.model_dump_json() + "\n")
-        self._file.flush()
+        if self._file is not None:
+            self._file.write(event.model_dump_json() + "\n")
+            self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:

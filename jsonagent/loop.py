@@ -54,6 +54,9 @@ class Session:
             return self._end("interrupted", error="interrupted by the user")
         except JsonAgentError as exc:
             return self._end("failed", error=str(exc))
+        except Exception as exc:  # a bug: record the end, then let it surface
+            self._end("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            raise
 
     def _loop(self) -> RunResult:
         for index in range(1, self.config.max_steps + 1):

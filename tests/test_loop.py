@@ -282,7 +282,17 @@ def test_transcript_survives_a_crash(tmp_path):
     with pytest.raises(RuntimeError):
         Agent(model=ScriptedModel(explode), transcript=path).run("x")
     kinds = [e.type for e in read_journal(path)]
-    assert kinds == ["run_start", "model_reply", "step", "tool_result"]
+    assert kinds == ["run_start", "model_reply", "step", "tool_result", "run_end"]
+    end = read_journal(path)[-1]
+    assert end.status == "failed" and "RuntimeError: backend bug" in end.error
+
+
+def test_unwritable_transcript_is_refused_before_the_run(tmp_path):
+    from jsonagent import ConfigError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="cannot write transcript"):
+        agent([DONE], transcript=tmp_path / "file" / "t.jsonl").run("x")
 
 
 def test_usage_is_summed():

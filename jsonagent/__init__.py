@@ -30,6 +30,7 @@ _EXPORTS = {
     "Toolset": "toolset",
     "Usage": "models",
     "UserError": "errors",
+    "core_tools": "toolset",
     "load_tools": "specs",
     "parse_reply": "envelope",
     "read_journal": "journal",
@@ -62,4 +63,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .result import RunResult, StepRecord
     from .specs import ArgError, ToolSpec, load_tools
     from .tools import RunContext, Tool, tool
-    from .toolset import Toolset
+    from .toolset import Toolset, core_tools

@@ -24,6 +24,11 @@ def default_tools_path() -> Path:
     return Path(str(files("tool_specs").joinpath("core_function.json")))
 
 
+def core_tools() -> list[ToolSpec]:
+    """The four built-ins of core_function.json, to mix with your own tools."""
+    return load_tools(default_tools_path())
+
+
 class Toolset:
     def __init__(self, tools: Iterable[Tool]):
         self.tools: dict[str, Tool] = {}
@@ -35,7 +40,7 @@ class Toolset:
     @classmethod
     def build(cls, items: ToolLike = None, output_type: type | None = None) -> Toolset:
         """Tools from files, specs and functions; the task-complete tool is always there."""
-        tools = list(_collect(default_tools_path() if items is None else items))
+        tools = list(_collect(core_tools() if items is None else items))
         if not any(t.final for t in tools):
             tools.append(_bind(_final_spec()))
         if output_type is not None:
@@ -140,8 +145,7 @@ def _import_handler(spec: ToolSpec, base: Path | None) -> Any:
 
 
 def _final_spec() -> ToolSpec:
-    spec = next(s for s in load_tools(default_tools_path()) if s.name == FINAL_TOOL)
-    return spec
+    return next(s for s in core_tools() if s.name == FINAL_TOOL)
 
 
 def _typed_final(final: Tool, output_type: type) -> Tool:

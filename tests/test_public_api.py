@@ -12,7 +12,7 @@ def test_exported_names():
         "Agent", "AgentConfig", "ArgError", "ConfigError", "JsonAgentError", "Model", "ModelError",
         "ModelReply", "ResponseFormatRejected", "RunContext", "RunError", "RunResult", "SpecError",
         "Step", "StepRecord", "Tool", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError",
-        "load_tools", "parse_reply", "read_journal", "tool",
+        "core_tools", "load_tools", "parse_reply", "read_journal", "tool",
     ]
     for name in jsonagent.__all__:
         assert getattr(jsonagent, name) is not None

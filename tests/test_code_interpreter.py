@@ -1,0 +1,70 @@
+"""The code-interpreter tool inside a run, on the real subprocess sandbox."""
+
+import pytest
+
+from jsonagent import Agent, AgentConfig
+from jsonagent.testing import ScriptedModel, step
+
+DONE = step("TaskCompleteTool", {"output": "done"})
+
+
+def code(src):
+    return step("CodeInterpreterTool", {"code": src})
+
+
+def test_variables_persist_between_steps_of_a_run():
+    r = Agent(model=ScriptedModel([code("x = 2 ** 100"), code("print(x)"), DONE])).run("2**100?")
+    assert r.status == "completed"
+    assert r.steps[1].observation["stdout"] == f"{2 ** 100}\n"
+    assert r.steps[1].observation["exit_code"] == 0
+
+
+def test_errors_in_code_are_observations_with_the_traceback():
+    r = Agent(model=ScriptedModel([code("1/0"), DONE])).run("x")
+    obs = r.steps[0].observation
+    assert "ZeroDivisionError" in obs["error"] and not r.steps[0].error
+
+
+def test_api_keys_never_reach_the_code(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    src = "import os; print(sorted(k for k in os.environ if 'KEY' in k or 'OPENAI' in k))"
+    r = Agent(model=ScriptedModel([code(src), DONE]), tools=None).run("x")
+    assert r.steps[0].observation["stdout"] == "[]\n"
+
+
+def test_interrupted_loop_keeps_state():
+    script = [code("y = 1"), code("while True: pass"), code("print(y)"), DONE]
+    r = Agent(model=ScriptedModel(script), config=AgentConfig(sandbox_timeout=1.0)).run("x")
+    assert r.steps[1].observation["timed_out"] is True
+    assert "note" not in r.steps[1].observation
+    assert r.steps[2].observation["stdout"] == "1\n"
+
+
+def test_killed_cell_tells_the_model_that_state_is_lost():
+    stubborn = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+    script = [code("y = 1"), code(stubborn), code("print(y)"), DONE]
+    r = Agent(model=ScriptedModel(script), config=AgentConfig(sandbox_timeout=1.0)).run("x")
+    hung = r.steps[1].observation
+    assert hung["timed_out"] is True and "restarted" in hung["note"]
+    assert "NameError" in r.steps[2].observation["error"]
+
+
+def test_chat_session_keeps_the_interpreter_between_questions():
+    agent = Agent(model=ScriptedModel([code("total = 40"), DONE, code("print(total + 2)"), DONE]))
+    with agent.session() as s:
+        s.run("set it")
+        r = s.run("use it")
+    assert r.steps[0].observation["stdout"] == "42\n"
+
+
+def test_strict_sandbox_refuses_or_runs_fully_isolated():
+    from sandbox import Sandbox
+
+    with Sandbox() as sb:
+        complete = not sb.isolation.warnings
+    r = Agent(model=ScriptedModel([code("print(1)"), DONE]),
+              config=AgentConfig(require_isolation=True)).run("x")
+    if complete:
+        assert r.status == "completed" and r.steps[0].observation["stdout"] == "1\n"
+    else:
+        assert r.status == "failed" and "sandbox refused to start" in r.error

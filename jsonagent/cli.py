@@ -128,7 +128,7 @@ def run(question: Annotated[str, typer.Argument(help="The task, in plain words."
     display = Display(quiet=output is OutputChoice.json)
     agent = _agent(tools, model, base_url, api_key, max_steps, json_mode, no_input,
                    transcript, sandbox, display)
-    result = agent.run(question)
+    result = agent.run(_text(question))
     if output is OutputChoice.json:
         typer.echo(result.model_dump_json(indent=2))
     else:
@@ -161,7 +161,7 @@ def chat(tools: ToolsOpt = None, model: ModelOpt = None, base_url: BaseUrlOpt = 
             if text.strip() in ("exit", "quit", ":q"):
                 break
             if text.strip():
-                result = session.run(text)
+                result = session.run(_text(text))
                 display.result(result)
                 if result.status == "interrupted":
                     code = EXIT["interrupted"]
@@ -275,6 +275,11 @@ class _NoModel:
         raise UserError("no model is configured for `tools call`")
 
 
+def _text(text: str) -> str:
+    """Bytes that were not UTF-8 arrive as lone surrogates; make them visible, not fatal."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _json_arg(text: str) -> Any:
     try:
         return json.loads(text)
@@ -283,4 +288,8 @@ def _json_arg(text: str) -> Any:
 
 
 def main() -> None:
+    # --debug is honoured wherever it stands, not only before the command.
+    if "--debug" in sys.argv[2:]:
+        _debug["on"] = True
+        sys.argv.remove("--debug")
     app()

@@ -19,6 +19,8 @@ class Display:
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
+            sys.stdin.reconfigure(errors="replace")
 
     def event(self, event: Any) -> None:
         if self.quiet:
@@ -51,7 +53,7 @@ class Display:
 
     def user_prompt(self, pending: Any) -> str:
         if pending is not None:
-            self.err.print(f"[bold magenta]? {escape(pending.args_list.get('question', ''))}[/]")
+            self.err.print(f"[bold magenta]? {escape(str(pending.args.get('question', '')))}[/]")
             return "your answer> "
         return "you> "
 
@@ -59,7 +61,7 @@ class Display:
         if result.status == "completed":
             answer = result.answer
             if not isinstance(answer, str):
-                answer = json.dumps(_plain(answer), indent=2, ensure_ascii=False, default=str)
+                answer = json.dumps(ev.jsonable(answer), indent=2, ensure_ascii=False)
             sys.stdout.write(answer + "\n")
             sys.stdout.flush()
         elif result.status == "needs_human":
@@ -70,10 +72,6 @@ class Display:
         self.err.print(f"[dim]{len(result.steps)} steps, {s.model_calls} model calls, "
                        f"{s.repairs} repairs, {s.reasks} re-asks, "
                        f"{result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens[/]")
-
-
-def _plain(obj: Any) -> Any:
-    return obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
 
 
 def _brief(obj: Any) -> str:

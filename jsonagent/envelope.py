@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .specs import _pointer, _short, json_type
+from .specs import _pointer, _short, got
 from .toolset import Toolset
 
 KEY_ALIASES = {
@@ -77,6 +77,9 @@ def parse_reply(text: str, toolset: Toolset) -> Parsed | ReplyProblem:
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
         step = step.model_copy(update={"tool_name": found.name})
+    if found.final and "closed_truncated_json" in repairs:
+        return ReplyProblem("json", "your reply was cut off before its JSON closed, so the "
+                            "final answer may be incomplete; send it again, shorter", repairs)
     errors = found.spec.validate_args(step.args_list)
     if errors:
         shown = "; ".join(f"/args_list{e.path}: {e.message}" for e in errors[:4])
@@ -90,22 +93,41 @@ def response_schema(toolset: Toolset, thought_max: int | None = None) -> dict[st
     thought: dict[str, Any] = {"type": "string"}
     if thought_max:
         thought["maxLength"] = thought_max
-    return {
-        "type": "object",
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "thought": thought,
-                    "tool_name": {"const": t.name},
-                    "args_list": t.spec.parameters,
-                },
-                "required": list(ENVELOPE_KEYS),
-                "additionalProperties": False,
-            }
-            for t in toolset
-        ],
-    }
+    alternatives, defs = [], {}
+    for t in toolset:
+        args, own_defs = _hoist_defs(t.spec.parameters, prefix=f"{t.name}.")
+        defs.update(own_defs)
+        alternatives.append({
+            "type": "object",
+            "properties": {"thought": thought, "tool_name": {"const": t.name}, "args_list": args},
+            "required": list(ENVELOPE_KEYS),
+            "additionalProperties": False,
+        })
+    schema: dict[str, Any] = {"type": "object", "anyOf": alternatives}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _hoist_defs(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recursive tool schema keeps $defs at its root; nested under args_list its $refs would
+    dangle, so its definitions move to the response schema's root under prefixed names."""
+    if "$defs" not in schema:
+        return schema, {}
+
+    def rename(node: Any) -> Any:
+        if isinstance(node, list):
+            return [rename(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: rename(v) for k, v in node.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            out["$ref"] = "#/$defs/" + prefix + ref[len("#/$defs/"):]
+        return out
+
+    body = rename({k: v for k, v in schema.items() if k != "$defs"})
+    return body, {prefix + name: rename(d) for name, d in schema["$defs"].items()}
 
 
 def response_format(mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
@@ -120,12 +142,13 @@ def response_format(mode: str, toolset: Toolset, thought_max: int | None = None)
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
+_MAX_STARTS = 50
 
 
 def _load(text: str, repairs: list[str]) -> Any:
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         data = _repair(text or "", repairs)
         if isinstance(data, ReplyProblem):
             return data
@@ -135,8 +158,7 @@ def _load(text: str, repairs: list[str]) -> Any:
         repairs.append("unwrapped_list")
         data = data[0]
     if not isinstance(data, dict):
-        return ReplyProblem("json", f"/: expected a JSON object, got {json_type(data)} "
-                            f"{_short(data)}", repairs)
+        return ReplyProblem("json", f"/: expected a JSON object, got {got(data)}", repairs)
     return data
 
 
@@ -149,27 +171,39 @@ def _repair(text: str, repairs: list[str]) -> Any:
     if fence and "{" in fence.group(1):
         body = fence.group(1)
         repairs.append("stripped_code_fence")
-    start = body.find("{")
-    if start < 0:
+    starts = [i for i, c in enumerate(body) if c == "{"][:_MAX_STARTS]
+    if not starts:
         shown = text.strip()
-        got = f"text {_short(shown)}" if shown else "an empty reply"
-        return ReplyProblem("json", f"expected a JSON object, got {got}")
-    obj, closed = _first_object(body, start)
-    if body[:start].strip() or body[start + len(obj):].strip():
+        return ReplyProblem("json", "expected a JSON object, got "
+                            + (f"text {_short(shown)}" if shown else "an empty reply"))
+    # Prose may hold braces of its own: the first top-level {...} that parses as it stands
+    # wins; one nested inside an earlier candidate is never a candidate itself.
+    end = 0
+    for start in starts:
+        if start < end:
+            continue
+        obj, closed = _first_object(body, start)
+        end = start + len(obj)
+        try:
+            data = json.loads(obj)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            if body[:start].strip() or body[start + len(obj):].strip():
+                repairs.append("extracted_object")
+            return data
+    obj, closed = _first_object(body, starts[0])
+    if body[:starts[0]].strip() or body[starts[0] + len(obj):].strip():
         repairs.append("extracted_object")
-    try:
-        return json.loads(obj)
-    except json.JSONDecodeError as exc:
-        first_error = exc
     import json_repair
 
     try:
         data = json_repair.loads(obj)
-    except Exception:
+    except Exception:  # the repairer has its own failure modes, RecursionError among them
         data = None
     if not isinstance(data, dict) or not data:
-        return ReplyProblem("json", f"invalid JSON at line {first_error.lineno} column "
-                            f"{first_error.colno}: {first_error.msg}", repairs)
+        return ReplyProblem("json", f"invalid JSON that could not be repaired: {_short(obj, 60)}",
+                            repairs)
     repairs.append("json_repair" if closed else "closed_truncated_json")
     return data
 
@@ -221,17 +255,22 @@ def _fix_keys(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
         if isinstance(parsed, dict):
             data["args_list"] = parsed
             repairs.append("args_list_from_string")
-    if "tool_name" in data and data.get("args_list", None) is None:
-        data["args_list"] = {}
-        repairs.append("empty_args_list")
-    if "tool_name" in data and "thought" not in data:
+    if "tool_name" not in data:
+        return data
+    if "thought" not in data:
         data["thought"] = ""
         repairs.append("missing_thought")
-    extra = [k for k in data if k not in ENVELOPE_KEYS]
-    if extra and "tool_name" in data:
-        for k in extra:
-            data.pop(k)
-        repairs.append("dropped_keys:" + ",".join(extra))
+    extra = {k: data.pop(k) for k in list(data) if k not in ENVELOPE_KEYS}
+    if data.get("args_list") in (None, {}) and extra:
+        # {"tool_name": "t", "city": "Oslo"}: the arguments sit beside the envelope
+        data["args_list"] = extra
+        repairs.append("args_from_top_level:" + ",".join(extra))
+    else:
+        if data.get("args_list", None) is None:
+            data["args_list"] = {}
+            repairs.append("empty_args_list")
+        if extra:
+            repairs.append("dropped_keys:" + ",".join(extra))
     return data
 
 
@@ -245,6 +284,5 @@ def _envelope_message(exc: ValidationError) -> str:
             parts.append(f"{where}: unexpected key")
         else:
             want = {"string_type": "string", "dict_type": "object"}.get(err["type"], err["msg"])
-            parts.append(f"{where}: expected {want}, got {json_type(err['input'])} "
-                         f"{_short(err['input'])}")
+            parts.append(f"{where}: expected {want}, got {got(err['input'])}")
     return "; ".join(parts)

@@ -5,6 +5,7 @@ It is read back through the same models it was written with (`read_journal`).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, Union
@@ -13,6 +14,22 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from .errors import ConfigError
 from .models import Usage
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON data for anything a tool or an answer may be: models, dataclasses, objects."""
+    def fallback(o: Any) -> Any:
+        if hasattr(o, "model_dump"):
+            return o.model_dump(mode="json")
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        if isinstance(o, (set, frozenset, tuple)):
+            return list(o)
+        return str(o)
+
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return json.loads(json.dumps(obj, ensure_ascii=False, default=fallback))
 
 
 class _Event(BaseModel):

@@ -32,7 +32,7 @@ class Session:
         self.sinks, self.output_type = sinks, output_type
         self.messages: list[Message] = [{"role": "system", "content": system}]
         self.json_mode = config.json_mode or getattr(model, "default_json_mode", "object")
-        self.pending: Step | None = None  # an ask-human call nobody has answered yet
+        self.pending: StepRecord | None = None  # an ask-human call nobody has answered yet
         self.cancel = threading.Event()
 
     def run(self, text: str) -> RunResult:
@@ -42,7 +42,9 @@ class Session:
                                json_mode=self.json_mode, config=self.config.model_dump(),
                                toolset=self.toolset.fingerprint(), tools=self.toolset.names))
         if self.pending is not None:
-            self._observe(self.pending.tool_name, text)
+            self._emit(ev.ToolResult(step=self.pending.index, tool=self.pending.tool,
+                                     observation=text, error=False, duration_s=0.0))
+            self._observe(self.pending.tool, text)
             self.pending = None
         else:
             self.messages.append({"role": "user", "content": text})
@@ -131,51 +133,52 @@ class Session:
         self.ctx.step = record.index
         t0 = time.perf_counter()
         try:
-            record.observation = tool.invoke(step.args_list, self.ctx)
+            record.observation = ev.jsonable(tool.invoke(step.args_list, self.ctx))
         except NeedsHuman:
-            self.pending = step
+            self.pending = record
             raise
         except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
             raise
         except ToolError as exc:
             record.observation, record.error = {"error": str(exc)}, True
-        except Exception as exc:  # a tool's bug is the model's observation, never our crash
+        except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             record.observation, record.error = {"error": f"{type(exc).__name__}: {exc}"}, True
         record.tool_s = time.perf_counter() - t0
-        self._emit(ev.ToolResult(step=record.index, tool=tool.name, observation=record.observation,
+        self._record(record)
+
+    def _record(self, record: StepRecord) -> None:
+        self._emit(ev.ToolResult(step=record.index, tool=record.tool, observation=record.observation,
                                  error=record.error, duration_s=round(record.tool_s, 4)))
-        self._observe(tool.name, record.observation)
+        self._observe(record.tool, record.observation)
 
     def _answer(self, step: Step, record: StepRecord) -> tuple[Any] | None:
         """The final answer, or None after telling the model why it does not validate."""
         if self.output_type is None:
             args = step.args_list
             return (args["output"] if set(args) == {"output"} else args,)
-        from pydantic import ValidationError
+        from pydantic import TypeAdapter, ValidationError
 
         try:
-            return (self.output_type.model_validate(step.args_list),)
+            return (TypeAdapter(self.output_type).validate_python(step.args_list),)
         except ValidationError as exc:
             problem = "; ".join(f"/{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             record.observation, record.error = {"error": f"answer rejected: {problem}"}, True
-            self._observe(step.tool_name, record.observation)
+            self._record(record)
             return None
 
     def _observe(self, tool_name: str, response: Any) -> None:
-        text = response if isinstance(response, str) else json.dumps(
-            response, ensure_ascii=False, default=_jsonable)
+        text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
         limit = self.config.max_observation_chars
         if len(text) > limit:
             response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
-        content = json.dumps({"tool_name": tool_name, "response": response},
-                             ensure_ascii=False, default=_jsonable)
+        content = json.dumps({"tool_name": tool_name, "response": response}, ensure_ascii=False)
         self.messages.append({"role": self.config.observation_role, "content": content})
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,
              pending_question: str | None = None) -> RunResult:
         r = self.result
         r.status, r.answer, r.error, r.pending_question = status, answer, error, pending_question
-        self._emit(ev.RunEnd(status=status, answer=_jsonable_answer(answer), error=error,
+        self._emit(ev.RunEnd(status=status, answer=ev.jsonable(answer), error=error,
                              pending_question=r.pending_question, usage=r.usage,
                              stats=r.stats.model_dump()))
         return r
@@ -184,14 +187,3 @@ class Session:
         for sink in self.sinks:
             sink(event)
 
-
-def _jsonable(obj: Any) -> Any:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    return str(obj)
-
-
-def _jsonable_answer(answer: Any) -> Any:
-    return answer.model_dump(mode="json") if hasattr(answer, "model_dump") else answer

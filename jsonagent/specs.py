@@ -74,10 +74,15 @@ class ToolSpec(BaseModel):
             handler = handler or data.get("handler")
         else:
             handler = data.get("handler")
+        where = _where(origin, data)
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
-            params = _legacy_parameters(params, data.get("required"), data, origin)
-        params = inline_refs(_normalise(params))
+            params = _legacy_parameters(params, data.get("required"), where)
+        try:
+            params = inline_refs(_normalise(params))
+        except _MissingRef as exc:
+            raise _spec_error(where, f"/parameters{exc.args[0]}", "$ref points to a missing "
+                              "definition") from None
         params.setdefault("properties", {})
         # An argument nobody declared is almost always a model's invention: reject it
         # unless the author opted in.
@@ -85,8 +90,13 @@ class ToolSpec(BaseModel):
         try:
             _validator_class().check_schema(params)
         except Exception as exc:  # jsonschema.SchemaError
-            raise SpecError(_where(origin, data) + f"/parameters{_pointer(exc.path)}: "
-                            f"not a valid JSON Schema: {exc.message}") from None
+            raise _spec_error(where, f"/parameters{_pointer(exc.path)}",
+                              f"not a valid JSON Schema: {exc.message}") from None
+        if params["additionalProperties"] is False:
+            for i, name in enumerate(params.get("required", [])):
+                if name not in params["properties"]:
+                    raise _spec_error(where, f"/parameters/required/{i}", f"{name!r} is required "
+                                      "but not among the properties, so no call could pass")
         return cls(name=data["name"], description=data.get("description", ""),
                    parameters=params, returns=data.get("return"), handler=handler,
                    origin=origin)
@@ -116,13 +126,21 @@ def load_tools(path: str | Path) -> list[ToolSpec]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read tool specs: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+    except RecursionError:
+        raise SpecError(f"{path}: JSON nested too deeply") from None
+    if isinstance(data, dict) and "tools" in data:
         data = data["tools"]
+        if not isinstance(data, list):
+            raise SpecError(f'{path}: "tools" must be a list of specs, got {got(data)}')
     items = data if isinstance(data, list) else [data]
+    if not items:
+        raise SpecError(f"{path}: no tool specs in the file")
     specs = [ToolSpec.from_dict(item, origin=f"{path}[{i}]") for i, item in enumerate(items)]
     check_unique(specs)
     return specs
@@ -135,6 +153,12 @@ def check_unique(specs: list[ToolSpec]) -> None:
             raise SpecError(f"{spec.origin} ({spec.name}): duplicate tool name, "
                             f"first defined at {seen[spec.name].origin}")
         seen[spec.name] = spec
+
+
+def got(value: Any) -> str:
+    """'string "5"', 'boolean true', 'null': what came, as the model would say it."""
+    kind = json_type(value)
+    return kind if value is None else f"{kind} {_short(value)}"
 
 
 def json_type(value: Any) -> str:
@@ -159,22 +183,24 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     Recursive models keep their $refs and $defs (nothing finite can replace them)."""
     defs = schema.get("$defs", {})
 
-    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+    def walk(node: Any, seen: tuple[str, ...], path: str) -> Any:
         if isinstance(node, list):
-            return [walk(n, seen) for n in node]
+            return [walk(n, seen, f"{path}/{i}") for i, n in enumerate(node)]
         if not isinstance(node, dict):
             return node
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             name = ref.split("/")[-1]
-            if name in seen or name not in defs:
+            if name not in defs:
+                raise _MissingRef(f"{path}/$ref")
+            if name in seen:
                 raise _Recursive
             rest = {k: v for k, v in node.items() if k != "$ref"}
-            return {**walk(defs[name], seen + (name,)), **walk(rest, seen)}
-        return {k: walk(v, seen) for k, v in node.items() if k != "$defs"}
+            return {**walk(defs[name], seen + (name,), f"/$defs/{name}"), **walk(rest, seen, path)}
+        return {k: walk(v, seen, f"{path}/{k}") for k, v in node.items() if k != "$defs"}
 
     try:
-        return walk(schema, ())
+        return walk(schema, (), "")
     except _Recursive:
         return schema
 
@@ -183,52 +209,58 @@ class _Recursive(Exception):
     pass
 
 
+class _MissingRef(Exception):
+    """args[0]: JSON pointer of the dangling $ref."""
+
+
 def _validator_class():
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator
 
 
-def _meta_validator():
-    global _META
-    if _META is None:
+_DIALECT_VALIDATORS: dict[str, Any] = {}
+
+
+def _dialect_validator(dialect: str):
+    if dialect not in _DIALECT_VALIDATORS:
         from importlib.resources import files
 
-        schema = json.loads(files("tool_specs").joinpath("meta_schema.json").read_text("utf-8"))
-        _META = _validator_class()(schema)
-    return _META
-
-
-_META = None
+        meta = json.loads(files("tool_specs").joinpath("meta_schema.json").read_text("utf-8"))
+        schema = {"$ref": f"#/$defs/{dialect}", "$defs": meta["$defs"]}
+        _DIALECT_VALIDATORS[dialect] = _validator_class()(schema)
+    return _DIALECT_VALIDATORS[dialect]
 
 
 def _check_meta(data: Any, origin: str) -> None:
     if not isinstance(data, dict):
-        raise SpecError(f"{origin}: a tool spec must be an object, got {json_type(data)}")
-    # anyOf errors are unreadable; validate against the one dialect the spec looks like.
-    meta = _meta_validator()
+        raise SpecError(f"{origin}: a tool spec must be an object, got {got(data)}")
+    # anyOf errors are unreadable: validate against the one dialect the spec looks like.
     if "function" in data or data.get("type") == "function":
         dialect = "openai"
     elif isinstance(data.get("parameters"), list):
         dialect = "legacy"
     else:
         dialect = "plain"
-    schema = {"$ref": f"#/$defs/{dialect}", "$defs": meta.schema["$defs"]}
-    errors = list(_validator_class()(schema).iter_errors(data))
+    errors = list(_dialect_validator(dialect).iter_errors(data))
     if errors:
         err = min(errors, key=lambda e: (len(e.path), e.message))
-        raise SpecError(f"{_where(origin, data)}{_pointer(err.absolute_path)}: "
-                        f"{_spec_message(err)} ({dialect} dialect)")
+        raise _spec_error(_where(origin, data), _pointer(err.absolute_path),
+                          f"{_spec_message(err)} ({dialect} dialect)")
 
 
 def _where(origin: str, data: Any) -> str:
+    """'file.json[2] (name)': where a spec came from, for error messages."""
     name = None
     if isinstance(data, dict):
         name = data.get("name")
         if name is None and isinstance(data.get("function"), dict):
             name = data["function"].get("name")
-    label = f" ({name})" if isinstance(name, str) else ""
-    return f"{origin}{label}: "
+    return f"{origin} ({name})" if isinstance(name, str) else origin
+
+
+def _spec_error(where: str, pointer: str, message: str) -> SpecError:
+    return SpecError(f"{where}: {pointer}: {message}" if pointer else f"{where}: {message}")
 
 
 def _spec_message(err) -> str:
@@ -240,13 +272,12 @@ def _spec_message(err) -> str:
     return err.message
 
 
-def _legacy_parameters(params: list[dict], required: list[str] | None, data: dict,
-                       origin: str) -> dict[str, Any]:
+def _legacy_parameters(params: list[dict], required: list[str] | None,
+                       where: str) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for i, p in enumerate(params):
         if p["name"] in properties:
-            raise SpecError(f"{_where(origin, data)}/parameters/{i}/name: "
-                            f"duplicate parameter {p['name']!r}")
+            raise _spec_error(where, f"/parameters/{i}/name", f"duplicate parameter {p['name']!r}")
         prop = {k: v for k, v in p.items() if k not in ("name",)}
         properties[p["name"]] = prop
     names = list(properties)
@@ -254,8 +285,7 @@ def _legacy_parameters(params: list[dict], required: list[str] | None, data: dic
         required = names  # the legacy dialect lists what the tool needs
     for j, r in enumerate(required):
         if r not in properties:
-            raise SpecError(f"{_where(origin, data)}/required/{j}: "
-                            f"{r!r} is not one of the parameters {names}")
+            raise _spec_error(where, f"/required/{j}", f"{r!r} is not one of the parameters {names}")
     return {"type": "object", "properties": properties, "required": list(required)}
 
 
@@ -318,11 +348,11 @@ def _arg_error(err) -> ArgError:
         types = [e.validator_value for e in err.context if e.validator == "type"]
         flat = [t for ts in types for t in (ts if isinstance(ts, list) else [ts])]
         return ArgError(path=path, message=f"expected {' or '.join(dict.fromkeys(flat))}, "
-                                           f"got {json_type(inst)} {_short(inst)}")
+                                           f"got {got(inst)}")
     if v == "type":
         want = err.validator_value
         want = " or ".join(want) if isinstance(want, list) else want
-        return ArgError(path=path, message=f"expected {want}, got {json_type(inst)} {_short(inst)}")
+        return ArgError(path=path, message=f"expected {want}, got {got(inst)}")
     if v == "required":
         missing = [r for r in err.validator_value if isinstance(inst, dict) and r not in inst]
         name = missing[0] if missing else "?"

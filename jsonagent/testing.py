@@ -31,8 +31,12 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
         """A JSON list of raw reply strings (objects are allowed and sent as JSON)."""
+        if not str(path):
+            raise ConfigError("scripted: needs a file, as in scripted:replies.json")
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read script: {exc.strerror or exc}") from None
         except json.JSONDecodeError as exc:

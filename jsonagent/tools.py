@@ -83,19 +83,25 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
     return wrap(fn) if fn is not None else wrap
 
 
+def context_param(fn: Callable) -> str | None:
+    """The parameter annotated RunContext, which the run fills in rather than the model."""
+    try:
+        hints = get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to their text
+        hints = {n: p.annotation for n, p in inspect.signature(fn).parameters.items()}
+    return next((n for n, h in hints.items() if h is RunContext or h == "RunContext"), None)
+
+
 def _make_tool(f: Callable, name: str | None, description: str | None) -> Tool:
     from pydantic import Field, create_model, validate_call
 
     hints = get_type_hints(f, include_extras=True)
     doc_summary, doc_params = _parse_docstring(inspect.getdoc(f) or "")
     fields: dict[str, Any] = {}
-    ctx_param = None
+    ctx_param = context_param(f)
     for pname, param in inspect.signature(f).parameters.items():
         annotation = hints.get(pname, Any)
-        if annotation is RunContext:
-            ctx_param = pname
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if pname == ctx_param or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=doc_params.get(pname)))

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator
 from .builtins import BUILTINS, FINAL_TOOL
 from .errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
-from .tools import RunContext, Tool, tool
+from .tools import Tool, context_param, tool
 
 ToolLike = Any  # Tool | ToolSpec | callable | str | Path, or an iterable of them
 
@@ -79,9 +79,6 @@ class Toolset:
         blob = json.dumps([t.spec.describe() for t in self], sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def call(self, name: str, args: dict[str, Any], ctx: RunContext | None = None) -> Any:
-        return self.tools[name].invoke(args, ctx or RunContext())
-
 
 def _fold(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
@@ -117,19 +114,16 @@ def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
         fn = BUILTINS[spec.name]
     else:
         fn = None
-    ctx_param = None
-    if fn is not None:
-        for pname, p in inspect.signature(fn).parameters.items():
-            if p.annotation in (RunContext, "RunContext"):
-                ctx_param = pname
-    return Tool(spec=spec, fn=fn, ctx_param=ctx_param, final=spec.name == FINAL_TOOL)
+    return Tool(spec=spec, fn=fn, ctx_param=context_param(fn) if fn else None,
+                final=spec.name == FINAL_TOOL)
 
 
 def _import_handler(spec: ToolSpec, base: Path | None) -> Any:
     module_name, _, attr = spec.handler.partition(":")
-    # A handler module beside its spec file is the common case; make it importable.
+    # A handler module beside its spec file is the common case; make it importable, last in
+    # line so that a file there can never shadow an installed package.
     if base is not None and str(base) not in sys.path:
-        sys.path.insert(0, str(base))
+        sys.path.append(str(base))
     try:
         obj = importlib.import_module(module_name)
         for part in attr.split("."):

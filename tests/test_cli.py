@@ -204,3 +204,24 @@ def test_tools_call():
 def test_help_and_version():
     assert cli("--help").returncode == 0
     assert cli("--version").stdout.strip() == "0.1.0"
+
+
+def test_non_utf8_inputs_are_clear(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'["caf\xe9"]')
+    proc = cli("run", "x", "--model", f"scripted:{bad}")
+    assert proc.returncode == 2 and "not UTF-8 text" in proc.stderr
+    assert_one_line_error(proc)
+    transcript = tmp_path / "t.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "jsonagent", "run", b"caf\xe9?", "--model",
+                           script(tmp_path, DONE), "--transcript", str(transcript)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert read_journal(transcript)[0].question == "caf\ufffd?"
+
+
+def test_debug_flag_after_the_command_shows_the_traceback(tmp_path):
+    proc = cli("run", "x", "--model", "scripted:", "--debug")
+    assert "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+    proc = cli("run", "x", "--model", "scripted:")
+    assert proc.returncode == 2 and "scripted: needs a file" in proc.stderr

@@ -63,8 +63,17 @@ CASES = [
      ("ok", "add", {"a": 1}, ["json_repair"])),
     ("truncated_closers", '{"thought": "t", "tool_name": "add", "args_list": {"a": 1',
      ("ok", "add", {"a": 1}, ["closed_truncated_json"])),
-    ("truncated_string", '{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": {"output": "hel',
-     ("ok", "TaskCompleteTool", {"output": "hel"}, ["closed_truncated_json"])),
+    ("truncated_string", '{"thought": "t", "tool_name": "search", "args_list": {"query": "hel',
+     ("ok", "search", {"query": "hel"}, ["closed_truncated_json"])),
+    ("truncated_final_answer_is_reasked",
+     '{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": {"output": "The answer is 1',
+     ("fail", "json", "cut off")),
+    ("braces_in_prose_first", "I will use {x} notation. " + GOOD,
+     ("ok", "add", {"a": 1, "b": 2}, ["extracted_object"])),
+    ("args_beside_envelope", '{"thought": "t", "tool_name": "GetTimeTools", "timezone": "Asia/Tokyo"}',
+     ("ok", "GetTimeTools", {"timezone": "Asia/Tokyo"}, ["args_from_top_level:timezone"])),
+    ("args_beside_empty_args_list", '{"thought": "t", "tool_name": "add", "args_list": {}, "a": 7}',
+     ("ok", "add", {"a": 7}, ["args_from_top_level:a"])),
     ("unquoted_keys", '{thought: "t", tool_name: "add", args_list: {a: 1}}',
      ("ok", "add", {"a": 1}, ["json_repair"])),
     ("braces_in_string", '{"thought": "use {x}", "tool_name": "TaskCompleteTool", "args_list": {"output": "}{"}}',
@@ -103,8 +112,10 @@ CASES = [
     ("number", "42", ("fail", "json", "expected a JSON object, got integer")),
     ("string", '"hello"', ("fail", "json", "expected a JSON object, got string")),
     ("list_of_numbers", "[1, 2]", ("fail", "json", "expected a JSON object, got array")),
-    ("null", "null", ("fail", "json", "got null")),
+    ("null", "null", ("fail", "json", "expected a JSON object, got null")),
     ("lone_brace", "{", ("fail", "json", "invalid JSON")),
+    ("deeply_nested", "[" * 100_000, ("fail", "json", "expected a JSON object")),
+    ("deeply_nested_object", '{"a":' * 50_000, ("fail", "json", "")),
     # --- envelope
     ("no_tool_name", '{"thought": "t", "args_list": {}}', ("fail", "envelope", "/tool_name: required key is missing")),
     ("tool_name_number", '{"thought": "t", "tool_name": 7, "args_list": {}}',
@@ -192,3 +203,27 @@ def test_response_format_modes(toolset):
     assert response_format("object", toolset) == {"type": "json_object"}
     fmt = response_format("schema", toolset)
     assert fmt["type"] == "json_schema" and "anyOf" in fmt["json_schema"]["schema"]
+
+
+def test_recursive_tool_schema_nests_inside_the_response_schema():
+    from jsonschema import Draft202012Validator
+    from pydantic import BaseModel
+
+    class Node(BaseModel):
+        name: str
+        children: list["Node"] = []
+
+    @tool
+    def count_nodes(tree: Node) -> int:
+        """Count the nodes of a tree."""
+        return 1
+
+    ts = Toolset.build([count_nodes])
+    v = Draft202012Validator(response_schema(ts))
+    good = {"thought": "", "tool_name": "count_nodes",
+            "args_list": {"tree": {"name": "a", "children": [{"name": "b"}]}}}
+    assert v.is_valid(good)
+    bad = {"thought": "", "tool_name": "count_nodes",
+           "args_list": {"tree": {"name": "a", "children": [{"name": 3}]}}}
+    assert not v.is_valid(bad)
+    assert isinstance(parse_reply(json.dumps(good), ts), Parsed)

@@ -192,7 +192,11 @@ def test_system_prompt_is_byte_identical_and_dateless():
     Agent(model=model).run("x")
     systems = {req["messages"][0]["content"] for req in model.requests}
     assert len(systems) == 1
-    assert "2026" not in systems.pop()
+    from datetime import date
+
+    today = date.today()
+    prompt = systems.pop()
+    assert today.isoformat() not in prompt and today.strftime("%Y/%m/%d") not in prompt
 
 
 def test_observation_message_shape_and_role():
@@ -298,3 +302,59 @@ def test_unwritable_transcript_is_refused_before_the_run(tmp_path):
 def test_usage_is_summed():
     r = agent([step("GetTimeTools"), DONE]).run("x")
     assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+
+
+def test_unserialisable_tool_result_is_kept_as_text(tmp_path):
+    class Opaque:
+        def __repr__(self):
+            return "<Opaque>"
+
+    @tool
+    def weird() -> object:
+        """Returns something JSON cannot hold."""
+        return {"thing": Opaque(), "ids": {1, 2}}
+
+    path = tmp_path / "t.jsonl"
+    r = Agent(model=ScriptedModel([step("weird"), DONE]), tools=[weird], transcript=path).run("x")
+    assert r.status == "completed"
+    assert r.steps[0].observation == {"thing": "<Opaque>", "ids": [1, 2]}
+    results = [e for e in read_journal(path) if e.type == "tool_result"]
+    assert results[0].observation == {"thing": "<Opaque>", "ids": [1, 2]}
+    json.loads(r.model_dump_json())
+
+
+def test_tool_calling_sys_exit_is_an_observation():
+    @tool
+    def quit_now() -> None:
+        """Tries to end the process."""
+        raise SystemExit(3)
+
+    r = Agent(model=ScriptedModel([step("quit_now"), DONE]), tools=[quit_now]).run("x")
+    assert r.status == "completed" and r.steps[0].observation == {"error": "SystemExit: 3"}
+
+
+def test_dataclass_output_type():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Pair:
+        left: int
+        right: int
+
+    model = ScriptedModel([step("TaskCompleteTool", {"left": 1, "right": 2})])
+    r = Agent(model=model, output_type=Pair).run("x")
+    assert r.status == "completed" and r.answer == Pair(1, 2)
+
+
+def test_resume_and_rejected_answers_are_in_the_transcript(tmp_path):
+    path = tmp_path / "t.jsonl"
+    a = agent([step("AskHumanHelpTool", {"question": "Which city?"}),
+               step("TaskCompleteTool", {"city": "Oslo", "population": 0}),
+               step("TaskCompleteTool", {"city": "Oslo", "population": 1})],
+              transcript=path, output_type=CityAnswer)
+    with a.session() as s:
+        s.run("weather?")
+        s.run("Oslo")
+    results = [e for e in read_journal(path) if e.type == "tool_result"]
+    assert [(e.step, e.tool, e.observation, e.error) for e in results][0] == (1, "AskHumanHelpTool", "Oslo", False)
+    assert results[1].error and "population must be positive" in results[1].observation["error"]

@@ -139,3 +139,10 @@ def test_resolve_model_from_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("JSONAGENT_MODEL")
     with pytest.raises(ConfigError, match="no model"):
         resolve_model()
+
+
+def test_400_unrelated_to_the_format_does_not_step_down():
+    with OpenAIStub([error(400, "This model's maximum context length is 4096 tokens")]) as stub:
+        r = Agent(model=model(stub), config=AgentConfig(json_mode="schema")).run("x")
+    assert r.status == "failed" and "maximum context length" in r.error
+    assert len(stub.requests) == 1 and r.json_mode == "schema"

@@ -172,3 +172,26 @@ def test_missing_file(tmp_path):
 def test_file_may_hold_one_spec_or_a_tools_key(tmp_path):
     assert [s.name for s in load_tools(_write(tmp_path, {"name": "one"}))] == ["one"]
     assert [s.name for s in load_tools(_write(tmp_path, {"tools": [{"name": "a"}, {"name": "b"}]}))] == ["a", "b"]
+
+
+@pytest.mark.parametrize("data,fragments", [
+    ({"tools": 5}, ['"tools" must be a list of specs, got integer 5']),
+    ([], ["no tool specs in the file"]),
+    ({"name": "t", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}},
+     ["(t): /parameters/properties/a/$ref: $ref points to a missing definition"]),
+    ({"name": "t", "parameters": {"type": "object", "properties": {}, "required": ["ghost"]}},
+     ["(t): /parameters/required/0: 'ghost' is required but not among the properties"]),
+])
+def test_more_bad_files(tmp_path, data, fragments):
+    with pytest.raises(SpecError) as info:
+        load_tools(_write(tmp_path, data))
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    assert ": :" not in str(info.value)
+
+
+def test_non_utf8_spec_file(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'[{"name": "caf\xe9"}]')
+    with pytest.raises(SpecError, match="not UTF-8 text"):
+        load_tools(path)

@@ -8,6 +8,9 @@ from ..errors import ConfigError, ModelError, ResponseFormatRejected
 from . import Message, ModelReply, Usage
 
 _FORMAT_STATUSES = {400, 415, 422}
+# Words servers use when they refuse a response_format (OpenAI, vLLM, llama.cpp, Ollama).
+# A 400 without them (a context overflow, a bad message) is not a reason to step down.
+_FORMAT_WORDS = ("format", "schema", "json", "grammar", "guided", "structured")
 
 
 class OpenAIModel:
@@ -44,7 +47,8 @@ class OpenAIModel:
             resp = self._client.chat.completions.create(**kwargs)
         except self._openai.APIStatusError as exc:
             detail = _detail(exc)
-            if response_format is not None and exc.status_code in _FORMAT_STATUSES:
+            if (response_format is not None and exc.status_code in _FORMAT_STATUSES
+                    and any(w in detail.lower() for w in _FORMAT_WORDS)):
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
             raise ModelError(self._explain(exc.status_code, detail)) from None

@@ -168,3 +168,18 @@ def test_local_spec_resolution_errors(monkeypatch):
 )
 def test_reused_prefix(cached, prompt, reused):
     assert _reused_prefix(cached, prompt) == reused
+
+
+def test_models_command_as_a_real_subprocess(tmp_path):
+    import os
+    import subprocess
+
+    env = {**os.environ, "JSONAGENT_HOME": str(tmp_path / "home")}
+    listed = subprocess.run([sys.executable, "-m", "jsonagent", "models", "list"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert listed.returncode == 0 and "* qwen2.5-coder-1.5b" in listed.stdout
+    missing = subprocess.run([sys.executable, "-m", "jsonagent", "models", "path", "smollm2-135m"],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.strip().splitlines() == [
+        "error: model 'smollm2-135m' is not pulled yet; run `jsonagent models pull smollm2-135m` (98 MB)"]

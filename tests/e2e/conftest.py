@@ -41,3 +41,14 @@ def llama_server(gguf, tmp_path_factory):
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with LlamaServer(gguf, n_ctx=4096, log=log) as server:
         yield server
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: needs llama-cpp-python and a real model; deselect with -m 'not e2e'")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.e2e)

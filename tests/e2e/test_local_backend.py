@@ -1,0 +1,111 @@
+"""The in-process local backend on a real GGUF model: grammars, prefix reuse, whole runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'jsonagent[local,server]')")
+
+from checks import (QUESTIONS, OrderDesk, assert_first_try_valid,  # noqa: E402
+                    assert_transcript_complete, tools_that_ran)
+
+from jsonagent import Agent, ResponseFormatRejected, read_journal  # noqa: E402
+from jsonagent.envelope import Parsed, parse_reply, response_format  # noqa: E402
+from jsonagent.models.local import LocalConfig, LocalModel  # noqa: E402
+from jsonagent.prompt import system_prompt  # noqa: E402
+from jsonagent.toolset import Toolset, core_tools  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def local_model(gguf):
+    model = LocalModel(gguf, LocalConfig(n_ctx=4096, max_tokens=512))
+    yield model
+    model.close()
+
+
+def _messages(toolset: Toolset, question: str) -> list[dict]:
+    return [{"role": "system", "content": system_prompt(toolset)}, {"role": "user", "content": question}]
+
+
+def test_schema_grammar_gives_a_valid_step(local_model):
+    toolset = Toolset.build(None)
+    reply = local_model.complete(_messages(toolset, "What time is it in UTC?"), response_format("schema", toolset))
+    parsed = parse_reply(reply.text, toolset)
+    assert isinstance(parsed, Parsed) and parsed.repairs == [], reply.text
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+
+
+def test_object_grammar_gives_json_and_no_format_gives_text(local_model, monkeypatch):
+    monkeypatch.setattr(local_model.config, "max_tokens", 48)  # a tiny model may ramble on
+    messages = _messages(Toolset.build(None), "Say hello.")
+    reply = local_model.complete(messages, {"type": "json_object"})
+    assert reply.text.lstrip().startswith("{")
+    if reply.usage.completion_tokens < 48:  # not cut short
+        assert isinstance(json.loads(reply.text), dict)
+    assert local_model.complete(messages, None).text.strip()
+
+
+def test_a_response_format_without_a_schema_is_rejected(local_model):
+    with pytest.raises(ResponseFormatRejected):
+        local_model.complete([{"role": "user", "content": "hi"}], {"type": "json_schema", "json_schema": {}})
+
+
+def test_prompt_prefix_is_reused_from_the_kv_cache(local_model):
+    toolset = Toolset.build(None)
+    fmt = response_format("schema", toolset)
+    first_messages = _messages(toolset, "What time is it in UTC?")
+    first = local_model.complete(first_messages, fmt)
+    second = local_model.complete(
+        first_messages + [{"role": "assistant", "content": first.text},
+                          {"role": "user", "content": '{"tool_name": "GetTimeTools", "response": "12:00"}'}], fmt)
+    # everything up to the new messages was already in the cache (a token or two may re-split)
+    assert second.usage.cached_tokens >= first.usage.prompt_tokens - 2
+    assert second.usage.cached_tokens < second.usage.prompt_tokens
+
+
+def test_whole_runs_in_process(local_model, tmp_path):
+    desk, acted = OrderDesk(), 0
+    for i, question in enumerate(QUESTIONS):
+        agent = Agent(model=local_model, tools=[*core_tools(), desk.tool], max_steps=2,
+                      ask_human=desk.human, transcript=tmp_path / f"run{i}.jsonl")
+        before = len(desk.calls), len(desk.questions)
+        result = agent.run(question)
+
+        assert result.json_mode == "schema"  # the local backend's default
+        assert result.stats.invalid_replies == 0 and result.stats.reasks == 0
+        events = assert_transcript_complete(tmp_path / f"run{i}.jsonl", result)
+        assert_first_try_valid(events, agent.toolset)
+        acted += tools_that_ran(result, desk, *before)
+        replies = [e for e in events if e.type == "model_reply"]
+        for later in replies[1:]:  # each step reuses the system prompt and the history so far
+            assert later.usage.cached_tokens > 0.5 * later.usage.prompt_tokens
+    assert acted, "no run called a tool"
+
+
+def test_cli_model_local_path(gguf, tmp_path):
+    transcript = tmp_path / "cli.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "jsonagent", "run", "What time is it now in UTC?",
+         "--model", f"local:{gguf}", "--transcript", str(transcript), "--output", "json",
+         "--no-input", "--max-steps", "1"],
+        capture_output=True, text=True, env=dict(os.environ), timeout=300, stdin=subprocess.DEVNULL)
+    result = json.loads(done.stdout)
+    assert done.returncode == {"completed": 0, "failed": 1, "max_steps": 3, "needs_human": 4}[result["status"]]
+    assert result["json_mode"] == "schema" and result["stats"]["invalid_replies"] == 0
+    events = read_journal(transcript)
+    assert events[0].type == "run_start" and events[-1].type == "run_end"
+    assert len([e for e in events if e.type == "model_reply"]) == result["stats"]["model_calls"]
+
+
+def test_default_local_model_comes_from_the_environment(gguf, monkeypatch):
+    monkeypatch.setenv("JSONAGENT_LOCAL_MODEL", str(gguf))
+    model = LocalModel.from_spec(None, LocalConfig(n_ctx=512))
+    try:
+        assert model.path == gguf and model.name == f"local:{gguf.name}"
+    finally:
+        model.close()

@@ -45,12 +45,27 @@ def test_default_mode_is_json_object():
 
 def test_400_on_response_format_steps_down_and_stays_down():
     with OpenAIStub([error(400, "response_format json_schema is not supported"),
+                     error(400, "response_format with a schema is not supported"),
                      json.dumps(step("GetTimeTools")), error(400, "json_object unsupported too"),
                      DONE]) as stub:
         r = Agent(model=model(stub), config=AgentConfig(json_mode="schema")).run("x")
-    formats = [req["body"].get("response_format", {}).get("type") for req in stub.requests]
-    assert formats == ["json_schema", "json_object", "json_object", None]
+    formats = [req["body"].get("response_format") for req in stub.requests]
+    assert formats[0]["type"] == "json_schema"
+    # the same schema in llama-cpp-python's dialect, before giving up on schemas
+    assert formats[1]["type"] == "json_object" and "anyOf" in formats[1]["schema"]
+    assert formats[2:] == [{"type": "json_object"}, {"type": "json_object"}, None]
     assert r.status == "completed" and r.json_mode == "prompt"
+
+
+def test_schema_in_json_object_dialect_when_json_schema_is_refused():
+    """llama-cpp-python's server answers a 500 naming response_format for "json_schema"."""
+    with OpenAIStub([error(500, "Unsupported response_format type json_schema"),
+                     json.dumps(step("GetTimeTools")), DONE]) as stub:
+        r = Agent(model=model(stub, max_retries=0), config=AgentConfig(json_mode="schema")).run("x")
+    formats = [req["body"]["response_format"] for req in stub.requests]
+    assert formats[0]["type"] == "json_schema"
+    assert all(f["type"] == "json_object" and "anyOf" in f["schema"] for f in formats[1:])
+    assert r.status == "completed" and r.json_mode == "schema"
 
 
 def test_prompt_mode_sends_no_response_format():

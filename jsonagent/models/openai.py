@@ -36,19 +36,24 @@ class OpenAIModel:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                      max_retries=max_retries)
         self._openai = openai
+        # Once "json_schema" is refused, send the schema as {"type": "json_object", "schema": ...},
+        # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
+        self._schema_as_json_object = False
 
     def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
         kwargs = {"model": self.name, "messages": messages}
         if response_format is not None:
-            kwargs["response_format"] = response_format
+            kwargs["response_format"] = self._dialect(response_format)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         try:
             resp = self._client.chat.completions.create(**kwargs)
         except self._openai.APIStatusError as exc:
             detail = _detail(exc)
-            if (response_format is not None and exc.status_code in _FORMAT_STATUSES
-                    and any(w in detail.lower() for w in _FORMAT_WORDS)):
+            if response_format is not None and _refuses_format(exc.status_code, detail):
+                if response_format["type"] == "json_schema" and not self._schema_as_json_object:
+                    self._schema_as_json_object = True  # the same schema, in the other dialect
+                    return self.complete(messages, response_format)
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
             raise ModelError(self._explain(exc.status_code, detail)) from None
@@ -66,6 +71,11 @@ class OpenAIModel:
                       cached_tokens=cached)
         return ModelReply(text=text, usage=usage)
 
+    def _dialect(self, response_format: dict) -> dict:
+        if response_format["type"] == "json_schema" and self._schema_as_json_object:
+            return {"type": "json_object", "schema": response_format["json_schema"]["schema"]}
+        return response_format
+
     def _explain(self, status: int, detail: str) -> str:
         hint = {401: "check OPENAI_API_KEY", 403: "the key may lack access to this model",
                 404: f"is {self.name!r} served at {self.base_url}?",
@@ -73,6 +83,14 @@ class OpenAIModel:
         if status >= 500:
             hint = "server error, still after retries"
         return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
+
+
+def _refuses_format(status: int, detail: str) -> bool:
+    """The endpoint refused our response_format. llama-cpp-python's server answers a request it
+    cannot validate with a 500 that names the field, so that counts too."""
+    if status in _FORMAT_STATUSES:
+        return any(w in detail.lower() for w in _FORMAT_WORDS)
+    return status == 500 and "response_format" in detail
 
 
 def _detail(exc) -> str:

@@ -7,9 +7,15 @@ from typing import Annotated, Optional
 import typer
 
 from jsonagent.errors import JsonAgentError
-from jsonagent.models import catalog
 
 app = typer.Typer(help="Local GGUF models: list, pull and locate them.", no_args_is_help=True)
+
+
+def _catalog():
+    """Imported on use, so that `jsonagent --help` does not pay for it."""
+    from jsonagent.models import catalog
+
+    return catalog
 
 
 def _fail(err: JsonAgentError) -> typer.Exit:
@@ -20,6 +26,7 @@ def _fail(err: JsonAgentError) -> typer.Exit:
 @app.command("list")
 def list_models() -> None:
     """List the known models, and whether each is pulled."""
+    catalog = _catalog()
     default = catalog.DEFAULT_LOCAL_MODEL
     for entry in catalog.entries():
         state = "pulled" if entry.is_pulled() else "-"
@@ -37,7 +44,7 @@ def pull(
 ) -> None:
     """Download a model, verify its sha256 and store it under JSONAGENT_HOME."""
     try:
-        path = catalog.pull(name, url=url, quiet=False)
+        path = _catalog().pull(name, url=url, quiet=False)
     except JsonAgentError as err:
         raise _fail(err) from None
     typer.echo(str(path))
@@ -47,6 +54,6 @@ def pull(
 def path(name: Annotated[str, typer.Argument(help="A name from `jsonagent models list`.")]) -> None:
     """Print the file of a pulled model."""
     try:
-        typer.echo(str(catalog.path(name)))
+        typer.echo(str(_catalog().path(name)))
     except JsonAgentError as err:
         raise _fail(err) from None

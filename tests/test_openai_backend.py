@@ -161,3 +161,10 @@ def test_400_unrelated_to_the_format_does_not_step_down():
         r = Agent(model=model(stub), config=AgentConfig(json_mode="schema")).run("x")
     assert r.status == "failed" and "maximum context length" in r.error
     assert len(stub.requests) == 1 and r.json_mode == "schema"
+
+
+def test_temperature_and_max_tokens_are_sent_when_set():
+    with OpenAIStub([DONE]) as stub:
+        Agent(model=model(stub, temperature=0.0, max_tokens=256)).run("x")
+    body = stub.requests[0]["body"]
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 256

@@ -17,7 +17,8 @@ class OpenAIModel:
     default_json_mode = "object"
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None):
+                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None,
+                 max_tokens: int | None = None):
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -32,6 +33,7 @@ class OpenAIModel:
         self.name = model
         self.base_url = base_url or "https://api.openai.com/v1"
         self.temperature = temperature
+        self.max_tokens = max_tokens  # a rambling model must not fill the whole context
         # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                      max_retries=max_retries)
@@ -46,6 +48,8 @@ class OpenAIModel:
             kwargs["response_format"] = self._dialect(response_format)
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
         try:
             resp = self._client.chat.completions.create(**kwargs)
         except self._openai.APIStatusError as exc:

@@ -1,0 +1,204 @@
+"""The task benchmark: jsonagent in each JSON mode, and smolagents, on one local model.
+
+    python bench/run_tasks.py --model qwen2.5-coder-1.5b
+    python bench/run_tasks.py --model smollm2-135m --runs schema,local-schema --tasks code-pow time-year
+
+One llama.cpp server (`python -m llama_cpp.server`) serves the model on 127.0.0.1 for the
+whole benchmark. The runs, one after another:
+
+    schema, object, prompt   jsonagent's openai backend against that server, in that --json-mode
+    local-schema             jsonagent's in-process local backend (reports reused prefix tokens)
+    smolagents               smolagents' ToolCallingAgent against the same server, in its own
+                             virtual environment (--smol-python), with tools that call the same
+                             functions (see smol_runner.py)
+
+Every run gets the same tasks, the same max steps, temperature 0 and the same scripted human.
+Writes RESULTS.json (every task of every run) and RESULTS.md (summary and per-task tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "e2e")]
+
+from llama_server import LlamaServer  # noqa: E402
+from tasks import TASKS, Clock, now_utc, scripted_human  # noqa: E402
+
+from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
+
+RUNS = ("schema", "smolagents", "local-schema", "object", "prompt")
+
+
+def model_path(spec: str) -> Path:
+    from jsonagent.models import catalog
+
+    return catalog.path(spec) if spec in catalog.CATALOG else Path(spec)
+
+
+def run_jsonagent(task, model, mode: str, run: str, max_steps: int, transcripts: Path) -> dict:
+    transcript = transcripts / f"{run}-{task.id}.jsonl"
+    transcript.unlink(missing_ok=True)
+    agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
+                  config=AgentConfig(json_mode=mode), transcript=transcript)
+    start, t0 = now_utc(), time.perf_counter()
+    result = agent.run(task.question)
+    seconds = time.perf_counter() - t0
+    clock = Clock(start, now_utc())
+    events = read_journal(transcript)
+    reasked_steps = {e.step for e in events if e.type == "reask"}
+    answer = "" if result.answer is None else (
+        result.answer if isinstance(result.answer, str) else json.dumps(result.answer))
+    return {
+        "task": task.id, "kind": task.kind, "framework": "jsonagent", "mode": run,
+        "status": result.status, "success": result.status == "completed" and task.check(answer, clock),
+        "answer": answer[:500], "steps": len(result.steps), "replies": result.stats.model_calls,
+        "first_try_valid": len([s for s in result.steps if s.index not in reasked_steps]),
+        "repairs": result.stats.repairs, "reasks": result.stats.reasks,
+        "prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens,
+        "cached_tokens": result.usage.cached_tokens, "seconds": round(seconds, 2),
+        "error": result.error, "json_mode_at_end": result.json_mode,
+    }
+
+
+def summarise(records: list[dict]) -> list[dict]:
+    rows = []
+    for run in dict.fromkeys(r["mode"] for r in records):
+        rs = [r for r in records if r["mode"] == run]
+        steps = sum(r["steps"] for r in rs)
+        replies = sum(r["replies"] for r in rs)
+        seconds = sum(r["seconds"] for r in rs)
+        prompt = sum(r["prompt_tokens"] for r in rs)
+        rows.append({
+            "run": f"{rs[0]['framework']} {run}", "tasks": len(rs),
+            "success": sum(r["success"] for r in rs),
+            "success_rate": round(sum(r["success"] for r in rs) / len(rs), 3),
+            "median_steps": statistics.median(r["steps"] for r in rs),
+            "median_seconds": round(statistics.median(r["seconds"] for r in rs), 1),
+            "seconds_per_step": round(seconds / steps, 2) if steps else None,
+            "first_try_valid": f"{sum(r['first_try_valid'] for r in rs)}/{steps}",
+            "replies": replies, "repairs": sum(r["repairs"] for r in rs), "reasks": sum(r["reasks"] for r in rs),
+            "prompt_tokens": prompt, "completion_tokens": sum(r["completion_tokens"] for r in rs),
+            "reused_prefix_tokens": sum(r["cached_tokens"] for r in rs),
+            "reused_share": round(sum(r["cached_tokens"] for r in rs) / prompt, 3) if prompt else 0,
+        })
+    return rows
+
+
+def markdown(meta: dict, summary: list[dict], records: list[dict]) -> str:
+    lines = [f"# Task benchmark: {meta['model']}", "",
+             f"{meta['tasks']} tasks, max {meta['max_steps']} steps, temperature 0, "
+             f"{meta['cpus']} CPUs (load average {meta['load_average_at_start'][1]:.1f} at start, "
+             f"{meta['load_average_at_end'][1]:.1f} at end), llama-cpp-python {meta['llama_cpp']}, smolagents {meta.get('smolagents', '-')}, "
+             f"{meta['started']}.", "",
+             "| run | success | median steps | median s/task | s/step | first-try-valid steps | repairs | re-asks "
+             "| prompt tok | completion tok | reused prefix tok |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in summary:
+        reused = f"{s['reused_prefix_tokens']} ({s['reused_share']:.0%})" if s["reused_prefix_tokens"] else "n/r"
+        lines.append(f"| {s['run']} | {s['success']}/{s['tasks']} ({s['success_rate']:.0%}) | {s['median_steps']} "
+                     f"| {s['median_seconds']} | {s['seconds_per_step']} | {s['first_try_valid']} | {s['repairs']} "
+                     f"| {s['reasks']} | {s['prompt_tokens']} | {s['completion_tokens']} | {reused} |")
+    lines += ["", "n/r: not reported (llama-cpp-python's server does not report cached prompt tokens).", "",
+              "## Per task", "",
+              "| task | run | ok | status | steps | first-try-valid | repairs | re-asks | prompt tok | completion tok "
+              "| reused tok | s | answer |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: ([t.id for t in TASKS].index(r["task"]), r["mode"])):
+        answer = " ".join(str(r["answer"]).split())[:60].replace("|", "\\|")
+        lines.append(f"| {r['task']} | {r['framework']} {r['mode']} | {'yes' if r['success'] else 'no'} | {r['status']} "
+                     f"| {r['steps']} | {r['first_try_valid']} | {r['repairs']} | {r['reasks']} | {r['prompt_tokens']} "
+                     f"| {r['completion_tokens']} | {r['cached_tokens']} | {r['seconds']} | {answer} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="catalog name or .gguf path")
+    parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, from {','.join(RUNS)}")
+    parser.add_argument("--tasks", nargs="*", default=[], help="task ids (default: all)")
+    parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--max-tokens", type=int, default=1024, help="cap on one reply, for every run")
+    parser.add_argument("--smol-python", default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default bench/results/MODEL)")
+    args = parser.parse_args()
+
+    gguf = model_path(args.model)
+    runs = [r for r in args.runs.split(",") if r]
+    tasks = [t for t in TASKS if not args.tasks or t.id in args.tasks]
+    out = args.out or HERE / "results" / gguf.stem
+    transcripts = out / "transcripts"
+    transcripts.mkdir(parents=True, exist_ok=True)
+    import llama_cpp
+
+    meta = {"model": gguf.name, "tasks": len(tasks), "max_steps": args.max_steps, "cpus": os.cpu_count(),
+            "llama_cpp": llama_cpp.__version__, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "runs": runs, "load_average_at_start": os.getloadavg()}
+    records: list[dict] = []
+
+    def save() -> None:
+        summary = summarise(records)
+        meta["load_average_at_end"] = os.getloadavg()
+        (out / "RESULTS.json").write_text(json.dumps({"meta": meta, "summary": summary, "tasks": records}, indent=1))
+        (out / "RESULTS.md").write_text(markdown(meta, summary, records))
+
+    server_runs = [r for r in runs if r != "local-schema"]
+    if server_runs:
+        from jsonagent.models.openai import OpenAIModel
+
+        with LlamaServer(gguf, n_ctx=args.n_ctx, log=out / "server.log") as server:
+            for run in server_runs:
+                if run == "smolagents":
+                    records += run_smolagents(args, server, tasks, out, meta)
+                    save()
+                    continue
+                # Replies are capped, as in smolagents' run, so a rambling model cannot fill the context.
+                model = OpenAIModel(gguf.stem, base_url=server.base_url, api_key="sk-local",
+                                    temperature=0.0, max_tokens=args.max_tokens)
+                for task in tasks:
+                    records.append(run_jsonagent(task, model, run, run, args.max_steps, transcripts))
+                    _progress(records[-1])
+                    save()
+    if "local-schema" in runs:
+        from jsonagent.models.local import LocalConfig, LocalModel
+
+        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens))
+        for task in tasks:
+            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts))
+            _progress(records[-1])
+            save()
+        model.close()
+    save()
+    print((out / "RESULTS.md").read_text().split("## Per task")[0])
+
+
+def run_smolagents(args, server, tasks, out: Path, meta: dict) -> list[dict]:
+    lines = out / "smolagents.jsonl"
+    lines.unlink(missing_ok=True)
+    version = subprocess.run([args.smol_python, "-c", "import smolagents; print(smolagents.__version__)"],
+                             capture_output=True, text=True)
+    meta["smolagents"] = version.stdout.strip() or "not installed"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([args.smol_python, str(HERE / "smol_runner.py"), "--base-url", server.base_url,
+                    "--model", server.model.stem, "--max-steps", str(args.max_steps), "--out", str(lines),
+                    "--max-tokens", str(args.max_tokens),
+                    *[t.id for t in tasks]], env=env, check=False)
+    return [json.loads(line) for line in lines.read_text().splitlines()] if lines.exists() else []
+
+
+def _progress(record: dict) -> None:
+    print(f"jsonagent {record['mode']} {record['task']}: {'ok' if record['success'] else 'FAIL'} "
+          f"({record['status']}, {record['steps']} steps, {record['seconds']}s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -28,6 +28,21 @@ def marker() -> str:
     return f"{random.randint(5000, 9000)}.{random.randint(10**8, 10**9 - 1)}"
 
 
+def daemon_code(mark: str) -> str:
+    """A setsid double-fork daemon, the classic way to outlive whoever started you."""
+    return (
+        "import os\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['sleep', '{mark}'])\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('spawned')\n"
+    )
+
+
 def host_processes(mark: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):

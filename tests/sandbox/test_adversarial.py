@@ -14,7 +14,8 @@ import uuid
 
 import pytest
 
-from probes import (assert_alive, assert_no_survivors, assert_state_lost, limits_processes, marker)
+from probes import (assert_alive, assert_no_survivors, assert_state_lost, daemon_code,
+                    limits_processes, marker)
 
 
 def run(box, code, **kw):
@@ -114,17 +115,7 @@ def test_thread_bomb_is_bounded(sb):
 
 def test_setsid_double_fork_daemon_does_not_outlive_the_call(sb):
     mark = marker()
-    r = run(sb, f"""
-        import os
-        pid = os.fork()
-        if pid == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execv("/bin/sleep", ["sleep", "{mark}"])
-            os._exit(0)
-        os.waitpid(pid, 0)
-        print("spawned")
-    """)
+    r = sb.run(daemon_code(mark))
     assert r.ok and r.stdout == "spawned\n"
     assert_no_survivors(mark)
     assert_alive(sb)

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from probes import assert_alive, assert_no_survivors, marker
+from probes import assert_alive, assert_no_survivors, daemon_code, marker
 from sandbox import IsolationWarning, Sandbox
 
 
@@ -41,17 +41,7 @@ def test_missing_namespaces_are_reported(no_namespaces):
 
 def test_without_a_pid_namespace_daemons_are_still_reaped(no_namespaces):
     mark = marker()
-    r = no_namespaces.run(f"""
-import os
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execv("/bin/sleep", ["sleep", "{mark}"])
-    os._exit(0)
-os.waitpid(pid, 0)
-print("spawned")
-""")
+    r = no_namespaces.run(daemon_code(mark))
     assert r.ok and r.stdout == "spawned\n"
     assert_no_survivors(mark)
     assert_alive(no_namespaces)

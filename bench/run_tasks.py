@@ -13,6 +13,11 @@ whole benchmark. The runs, one after another:
                              functions (see smol_runner.py)
 
 Every run gets the same tasks, the same max steps, temperature 0 and the same scripted human.
+smolagents' environment needs jsonagent's own dependencies too, since its tools import them:
+
+    python -m venv /work/venv-smol
+    /work/venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
+
 Writes RESULTS.json (every task of every run) and RESULTS.md (summary and per-task tables).
 """
 

@@ -33,6 +33,8 @@ class Display:
         elif isinstance(event, ev.ToolResult):
             style = "red" if event.error else "green"
             p(f"  [{style}]←[/] {escape(_brief(event.observation))} [dim]({event.duration_s:.2f}s)[/]")
+            if event.note:
+                p("  [yellow]! repeated call; told the model so[/]")
         elif isinstance(event, ev.Reask):
             p(f"  [yellow]! invalid reply ({event.stage}): {escape(event.problem)}; re-asking[/]")
         elif isinstance(event, ev.JsonModeChange):

@@ -143,6 +143,8 @@ def response_format(mode: str, toolset: Toolset, thought_max: int | None = None)
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _MAX_STARTS = 50
+# Code-tuned models write multi-line code as a Python triple-quoted string inside the JSON
+_TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
 
 
 def _load(text: str, repairs: list[str]) -> Any:
@@ -162,7 +164,7 @@ def _load(text: str, repairs: list[str]) -> Any:
     return data
 
 
-def _repair(text: str, repairs: list[str]) -> Any:
+def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
     body = text
     if _THINK.search(body):
         body = _THINK.sub("", body)
@@ -191,6 +193,14 @@ def _repair(text: str, repairs: list[str]) -> Any:
         if isinstance(data, dict):
             if body[:start].strip() or body[start + len(obj):].strip():
                 repairs.append("extracted_object")
+            return data
+    if unquote and _TRIPLE_QUOTED.search(body):
+        # Only now: inside a string of JSON that parses, triple quotes are text and must stay
+        inner: list[str] = []
+        data = _repair(_TRIPLE_QUOTED.sub(lambda m: json.dumps(m.group(2), ensure_ascii=False), body),
+                       inner, unquote=False)
+        if not isinstance(data, ReplyProblem):
+            repairs += ["triple_quoted_string", *inner]
             return data
     obj, closed = _first_object(body, starts[0])
     if body[:starts[0]].strip() or body[starts[0] + len(obj):].strip():

@@ -90,6 +90,8 @@ class ToolResult(_Event):
     observation: Any
     error: bool
     duration_s: float
+    note: str | None = None
+    """What the loop added for the model beside the observation (a repeated call)."""
 
 
 class RunEnd(_Event):

@@ -144,12 +144,22 @@ class Session:
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             record.observation, record.error = {"error": f"{type(exc).__name__}: {exc}"}, True
         record.tool_s = time.perf_counter() - t0
-        self._record(record)
+        self._record(record, self._repeat_note(record))
 
-    def _record(self, record: StepRecord) -> None:
+    def _repeat_note(self, record: StepRecord) -> str | None:
+        """Small models loop on a call, or on two in turn, while their thought already holds
+        the answer; the observation alone does not stop them, a plain word often does."""
+        same = [s.index for s in self.result.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
+        if not same:
+            return None
+        return (f"This call repeats step {same[-1]} exactly. Do not call it again: use "
+                f"the results you have, try something different, or call "
+                f"{self.toolset.final.name} with your answer.")
+
+    def _record(self, record: StepRecord, note: str | None = None) -> None:
         self._emit(ev.ToolResult(step=record.index, tool=record.tool, observation=record.observation,
-                                 error=record.error, duration_s=round(record.tool_s, 4)))
-        self._observe(record.tool, record.observation)
+                                 error=record.error, duration_s=round(record.tool_s, 4), note=note))
+        self._observe(record.tool, record.observation, note)
 
     def _answer(self, step: Step, record: StepRecord) -> tuple[Any] | None:
         """The final answer, or None after telling the model why it does not validate."""
@@ -166,12 +176,13 @@ class Session:
             self._record(record)
             return None
 
-    def _observe(self, tool_name: str, response: Any) -> None:
+    def _observe(self, tool_name: str, response: Any, note: str | None = None) -> None:
         text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
         limit = self.config.max_observation_chars
         if len(text) > limit:
             response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
-        content = json.dumps({"tool_name": tool_name, "response": response}, ensure_ascii=False)
+        message = {"tool_name": tool_name, "response": response} | ({"note": note} if note else {})
+        content = json.dumps(message, ensure_ascii=False)
         self.messages.append({"role": self.config.observation_role, "content": content})
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,

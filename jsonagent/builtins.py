@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +49,9 @@ def task_complete(**answer: Any) -> dict[str, Any]:
 
 
 def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
-    result = ctx.sandbox().run(code)
+    # Models often indent a whole cell, which Python refuses ("unexpected indent"); removing
+    # the indent all lines share changes no cell that would have run as sent.
+    result = ctx.sandbox().run(textwrap.dedent(code))
     out: dict[str, Any] = {"stdout": result.stdout, "exit_code": result.exit_code}
     if result.stderr:
         out["stderr"] = result.stderr

@@ -25,6 +25,12 @@ def test_errors_in_code_are_observations_with_the_traceback():
     assert "ZeroDivisionError" in obs["error"] and not r.steps[0].error
 
 
+def test_a_cell_indented_as_a_whole_runs():
+    src = "\n    def f(n):\n        return n * 21\n    print(f(2))\n"
+    r = Agent(model=ScriptedModel([code(src), DONE])).run("x")
+    assert r.steps[0].observation["stdout"] == "42\n"
+
+
 def test_api_keys_never_reach_the_code(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
     src = "import os; print(sorted(k for k in os.environ if 'KEY' in k or 'OPENAI' in k))"

@@ -148,7 +148,8 @@ class Session:
 
     def _repeat_note(self, record: StepRecord) -> str | None:
         """Small models loop on a call, or on two in turn, while their thought already holds
-        the answer; the observation alone does not stop them, a plain word often does."""
+        the answer. The observation alone never stops them; a plain word sometimes does
+        (3 of 14 loops on the 1.5B in bench/results)."""
         same = [s.index for s in self.result.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
         if not same:
             return None

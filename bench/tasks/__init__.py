@@ -43,7 +43,7 @@ class Task:
     human: tuple[str, ...] = ()
     """What the scripted human answers, in order; afterwards NO_HUMAN_REPLY."""
     expected: str = ""
-    """For the report: what a right answer contains."""
+    """What a right answer contains, for a person reading a failed task; checkers do not use it."""
 
 
 # ---- checkers -------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Runs inside smolagents' own virtual environment, started by run_tasks.py as
 
     VENV/bin/python bench/smol_runner.py --base-url URL --model NAME --max-steps N --out FILE [TASK_ID...]
 
-Its tools call the very functions jsonagent's built-ins call: `jsonagent.builtins.get_time`,
-`jsonagent.builtins.code_interpreter` on the same `sandbox`, and the task's scripted human.
+Its tools call the very functions jsonagent's built-ins call: `jsonagent.tools.core.get_time`,
+`jsonagent.tools.core.code_interpreter` on the same `sandbox`, and the task's scripted human.
 Only smolagents itself comes from the other environment; jsonagent is found on PYTHONPATH.
 One JSON line per task goes to --out.
 """
@@ -24,8 +24,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool  # noqa: E402
 from smolagents.utils import AgentGenerationError, AgentParsingError, AgentToolCallError  # noqa: E402
 
-from jsonagent import builtins  # noqa: E402
-from jsonagent.tools import RunContext  # noqa: E402
+from jsonagent.tools import core as builtins  # noqa: E402
+from jsonagent.tools.tool import RunContext  # noqa: E402
 from tasks import TASKS, Clock, now_utc, scripted_human  # noqa: E402
 
 REPLY_ERRORS = (AgentParsingError, AgentToolCallError, AgentGenerationError)

@@ -11,30 +11,30 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "agent",
     "AgentConfig": "config",
-    "ArgError": "specs",
+    "ArgError": "tools.specs",
     "ConfigError": "errors",
     "JsonAgentError": "errors",
     "Model": "models",
     "ModelError": "errors",
     "ModelReply": "models",
     "ResponseFormatRejected": "errors",
-    "RunContext": "tools",
+    "RunContext": "tools.tool",
     "RunError": "errors",
     "RunResult": "result",
     "SpecError": "errors",
     "Step": "envelope",
     "StepRecord": "result",
-    "Tool": "tools",
+    "Tool": "tools.tool",
     "ToolError": "errors",
-    "ToolSpec": "specs",
-    "Toolset": "toolset",
+    "ToolSpec": "tools.specs",
+    "Toolset": "tools.toolset",
     "Usage": "models",
     "UserError": "errors",
-    "core_tools": "toolset",
-    "load_tools": "specs",
+    "core_tools": "tools.toolset",
+    "load_tools": "tools.specs",
     "parse_reply": "envelope",
     "read_journal": "journal",
-    "tool": "tools",
+    "tool": "tools.tool",
 }
 __all__ = list(_EXPORTS)
 __version__ = "0.1.0"
@@ -61,6 +61,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .journal import read_journal
     from .models import Model, ModelReply, Usage
     from .result import RunResult, StepRecord
-    from .specs import ArgError, ToolSpec, load_tools
-    from .tools import RunContext, Tool, tool
-    from .toolset import Toolset, core_tools
+    from .tools.specs import ArgError, ToolSpec, load_tools
+    from .tools.tool import RunContext, Tool, tool
+    from .tools.toolset import Toolset, core_tools

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
-from .builtins import NeedsHuman
+from .tools.core import NeedsHuman
 from .config import AgentConfig
 from .errors import ConfigError, SpecError
 from .journal import Journal
@@ -15,8 +15,8 @@ from .loop import Session
 from .models import Model, resolve_model
 from .prompt import system_prompt
 from .result import RunResult
-from .tools import RunContext
-from .toolset import Toolset, ToolLike
+from .tools.tool import RunContext
+from .tools.toolset import Toolset, ToolLike
 
 if TYPE_CHECKING:
     import asyncio

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .specs import _pointer, _short, got
-from .toolset import Toolset
+from .tools.specs import _pointer, _short, got
+from .tools.toolset import Toolset
 
 KEY_ALIASES = {
     "tool_name": ("action", "name", "tool", "function", "tool_call", "toolname"),

@@ -10,14 +10,16 @@ import time
 from typing import Any, Callable
 
 from . import journal as ev
-from .builtins import NeedsHuman
+from .tools.core import NeedsHuman
 from .config import JSON_MODES, AgentConfig
 from .envelope import Parsed, ReplyProblem, Step, parse_reply, response_format
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
-from .models import Message, Model, ModelReply
+from .models import Model, ModelReply
+from .prompt import prompt_style
+from .state import Message
 from .result import RunResult, StepRecord
-from .tools import RunContext, Tool
-from .toolset import Toolset
+from .tools.tool import RunContext, Tool
+from .tools.toolset import Toolset
 
 log = logging.getLogger("jsonagent")
 
@@ -30,7 +32,8 @@ class Session:
                  output_type: type | None = None):
         self.model, self.toolset, self.config, self.ctx = model, toolset, config, ctx
         self.sinks, self.output_type = sinks, output_type
-        self.messages: list[Message] = [{"role": "system", "content": system}]
+        self.messages: list[Message] = [Message(role="system", content=system)]
+        self.style = prompt_style()
         self.json_mode = config.json_mode or getattr(model, "default_json_mode", "object")
         self.pending: StepRecord | None = None  # an ask-human call nobody has answered yet
         self.cancel = threading.Event()
@@ -47,7 +50,7 @@ class Session:
             self._observe(self.pending.tool, text)
             self.pending = None
         else:
-            self.messages.append({"role": "user", "content": text})
+            self.messages.append(Message(role="user", content=text))
         try:
             return self._loop()
         except NeedsHuman as nh:
@@ -74,7 +77,7 @@ class Session:
                                 args=step.args_list, repairs=parsed.repairs,
                                 model_s=time.perf_counter() - t0)
             self.result.steps.append(record)
-            self.messages.append({"role": "assistant", "content": step.to_json()})
+            self.messages.append(Message(role="assistant", content=step.to_json()))
             self._emit(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                     args=step.args_list, repairs=parsed.repairs))
             if not tool.final:
@@ -99,8 +102,8 @@ class Session:
                 self.result.stats.reasks += 1
                 self._emit(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                     problem=parsed.message))
-                extra += [{"role": "assistant", "content": reply.text},
-                          {"role": "user", "content": parsed.for_model(self.toolset)}]
+                extra += [Message(role="assistant", content=reply.text),
+                          Message(role="user", content=parsed.for_model(self.toolset))]
         return parsed
 
     def _complete(self, messages: list[Message], index: int, attempt: int) -> ModelReply:
@@ -108,7 +111,8 @@ class Session:
             fmt = response_format(self.json_mode, self.toolset, self.config.thought_max_chars)
             t0 = time.perf_counter()
             try:
-                reply = self.model.complete(messages, fmt)
+                reply = self.model.complete(
+                    self.style.render(messages, self.config.observation_role), fmt)
             except ResponseFormatRejected as exc:
                 self._step_down(str(exc))
                 continue
@@ -184,7 +188,7 @@ class Session:
             response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
         message = {"tool_name": tool_name, "response": response} | ({"note": note} if note else {})
         content = json.dumps(message, ensure_ascii=False)
-        self.messages.append({"role": self.config.observation_role, "content": content})
+        self.messages.append(Message(role="observation", content=content))
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,
              pending_question: str | None = None) -> RunResult:

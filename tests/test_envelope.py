@@ -28,7 +28,7 @@ def toolset():
 
 
 def _core():
-    from jsonagent.toolset import default_tools_path
+    from jsonagent.tools.toolset import default_tools_path
 
     return default_tools_path()
 

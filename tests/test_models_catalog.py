@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jsonagent.cli_models import app
+from jsonagent.cli.models import app
 from jsonagent.errors import ConfigError
 from jsonagent.home import home
 from jsonagent.models import catalog

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from jsonagent import SpecError, ToolSpec, load_tools
-from jsonagent.toolset import default_tools_path
+from jsonagent.tools.toolset import default_tools_path
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
           "required": ["city"]}

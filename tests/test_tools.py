@@ -6,8 +6,8 @@ from datetime import date
 import pytest
 from pydantic import BaseModel
 
-from jsonagent import RunContext, SpecError, ToolError, Toolset, tool
-from jsonagent.builtins import NeedsHuman, get_time
+from jsonagent import RunContext, SpecError, ToolError, Toolset, core_tools, tool
+from jsonagent.tools.core import NeedsHuman, get_time
 
 
 class Point(BaseModel):
@@ -132,3 +132,4 @@ def test_toolset_find_is_forgiving_only_when_unique():
     ts = Toolset.build(None)
     assert ts.find("get_time_tools").name == "GetTimeTools"
     assert ts.find("nothing") is None
+

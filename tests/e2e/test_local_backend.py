@@ -18,7 +18,7 @@ from jsonagent import Agent, ResponseFormatRejected, read_journal  # noqa: E402
 from jsonagent.envelope import Parsed, parse_reply, response_format  # noqa: E402
 from jsonagent.models.local import LocalConfig, LocalModel  # noqa: E402
 from jsonagent.prompt import system_prompt  # noqa: E402
-from jsonagent.toolset import Toolset, core_tools  # noqa: E402
+from jsonagent.tools.toolset import Toolset, core_tools  # noqa: E402
 
 
 @pytest.fixture(scope="session")

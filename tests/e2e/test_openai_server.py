@@ -19,7 +19,7 @@ from checks import (QUESTIONS, OrderDesk, assert_first_try_valid,  # noqa: E402
 
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 from jsonagent.models.openai import OpenAIModel  # noqa: E402
-from jsonagent.toolset import core_tools  # noqa: E402
+from jsonagent.tools.toolset import core_tools  # noqa: E402
 
 EXIT = {"completed": 0, "failed": 1, "max_steps": 3, "needs_human": 4}
 

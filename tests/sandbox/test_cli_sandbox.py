@@ -9,7 +9,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from jsonagent.cli_sandbox import app
+from jsonagent.cli.sandbox import app
 
 runner = CliRunner()
 

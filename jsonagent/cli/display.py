@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from . import journal as ev
-from .result import RunResult
+from .. import journal as ev
+from ..result import RunResult
 
 _SHOW = 600  # characters of an observation worth showing live
 

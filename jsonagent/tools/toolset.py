@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .builtins import BUILTINS, FINAL_TOOL
-from .errors import SpecError
+from .core import BUILTINS, FINAL_TOOL
+from ..errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
-from .tools import Tool, context_param, tool
+from .tool import Tool, context_param, tool
 
 ToolLike = Any  # Tool | ToolSpec | callable | str | Path, or an iterable of them
 
@@ -155,3 +155,4 @@ def _typed_final(final: Tool, output_type: type) -> Tool:
     spec = ToolSpec.from_dict({"name": final.name, "description": description,
                                "parameters": schema}, origin=f"output_type {output_type.__name__}")
     return Tool(spec=spec, fn=final.fn, ctx_param=final.ctx_param, final=True)
+

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import SpecError
+from ..errors import SpecError
 
 PYTHON_TYPES = {
     "str": "string",
@@ -61,6 +61,8 @@ class ToolSpec(BaseModel):
     """What the tool returns, as documentation for the model (legacy `return`)."""
     handler: str | None = None
     """'package.module:function' implementing the tool, when the spec names one."""
+    confirm: bool = False
+    """A person must approve each call before it runs."""
     origin: str = "<dict>"
     """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
 
@@ -68,12 +70,11 @@ class ToolSpec(BaseModel):
     def from_dict(cls, data: Any, origin: str = "<dict>") -> ToolSpec:
         """Check `data` against the meta-schema and normalise it; raise SpecError if it is bad."""
         _check_meta(data, origin)
+        outer = data
         if "function" in data:
-            handler = data.get("handler")
             data = data["function"]
-            handler = handler or data.get("handler")
-        else:
-            handler = data.get("handler")
+        handler = outer.get("handler") or data.get("handler")
+        confirm = bool(outer.get("confirm") or data.get("confirm"))
         where = _where(origin, data)
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
@@ -99,7 +100,7 @@ class ToolSpec(BaseModel):
                                       "but not among the properties, so no call could pass")
         return cls(name=data["name"], description=data.get("description", ""),
                    parameters=params, returns=data.get("return"), handler=handler,
-                   origin=origin)
+                   confirm=confirm, origin=origin)
 
     def validate_args(self, args: Any) -> list[ArgError]:
         """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""

@@ -27,7 +27,7 @@ class RunContext:
     def sandbox(self):
         if "sandbox" not in self.state:
             if self.sandbox_factory is None:
-                from .errors import ToolError
+                from ..errors import ToolError
 
                 raise ToolError("no code sandbox is available in this run")
             self.state["sandbox"] = self.sandbox_factory()

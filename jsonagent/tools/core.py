@@ -6,8 +6,8 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
-from .errors import ToolError
-from .tools import RunContext
+from ..errors import ToolError
+from .tool import RunContext
 
 
 class NeedsHuman(Exception):

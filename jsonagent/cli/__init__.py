@@ -1,0 +1,1 @@
+"""The `jsonagent` command: thin layers over the library."""

@@ -1,0 +1,124 @@
+"""The options every agent command shares (`run`, `chat`, ...), defined once.
+
+`@run_options` adds them to a command's signature and hands the command one `RunOptions`
+value instead; `RunOptions` holds plain data, so it can also travel to another process.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional, get_type_hints
+
+import typer
+from pydantic import BaseModel
+
+from .exits import USAGE, fail
+
+
+class JsonModeChoice(str, Enum):
+    schema = "schema"
+    object = "object"
+    prompt = "prompt"
+
+
+class SandboxChoice(str, Enum):
+    auto = "auto"
+    strict = "strict"
+
+
+class OutputChoice(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class RunOptions(BaseModel):
+    """What a command needs to build an agent: plain values only."""
+
+    tools: list[Path] = []
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    max_steps: int = 10
+    json_mode: str | None = None
+    sandbox: str = "auto"
+
+    def build_agent(self, ask_human=None, on_event=None, transcript: Path | None = None):
+        from ..agent import Agent
+        from ..config import AgentConfig
+        from ..models import resolve_model
+
+        config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
+                             require_isolation=self.sandbox == "strict")
+        return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
+                     tools=self.tools or None, ask_human=ask_human, config=config,
+                     transcript=transcript, on_event=on_event)
+
+
+# name -> (annotation, default); each becomes a keyword parameter of the command.
+_SHARED: dict[str, tuple[Any, Any]] = {
+    "tools": (Annotated[Optional[list[Path]], typer.Option(
+        "--tools", metavar="FILE",
+        help="Tool spec file (repeatable). Default: the bundled core_function.json.")], None),
+    "model": (Annotated[Optional[str], typer.Option(
+        "--model", "-m", metavar="NAME",
+        help="A model at the endpoint (or openai:NAME), local, local:NAME, local:PATH.gguf "
+             "or scripted:FILE.json. Default: $JSONAGENT_MODEL.")], None),
+    "base_url": (Annotated[Optional[str], typer.Option(
+        "--base-url", metavar="URL",
+        help="OpenAI-compatible endpoint. Default: $OPENAI_BASE_URL.")], None),
+    "api_key": (Annotated[Optional[str], typer.Option(
+        "--api-key", metavar="KEY", help="API key. Default: $OPENAI_API_KEY.")], None),
+    "max_steps": (Annotated[int, typer.Option(
+        "--max-steps", min=1, metavar="N", help="Tool calls allowed.")], 10),
+    "json_mode": (Annotated[Optional[JsonModeChoice], typer.Option(
+        "--json-mode",
+        help="How JSON is forced. Default: the model's own (object for endpoints).")], None),
+    "sandbox": (Annotated[SandboxChoice, typer.Option(
+        "--sandbox", help="strict: refuse to run code unless every isolation is in force.")],
+        SandboxChoice.auto),
+}
+
+
+def run_options(fn):
+    """Add the shared options to `fn`'s signature; `fn` receives them as `opts: RunOptions`."""
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)  # typer needs objects, not strings
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in sig.parameters.values() if p.name != "opts"]
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=dflt)
+              for name, (ann, dflt) in _SHARED.items()]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in _SHARED}
+        values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
+        values["tools"] = values["tools"] or []
+        return fn(*args, opts=RunOptions(**values), **kwargs)
+
+    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    params = positional + keyword + shared
+    wrapper.__signature__ = sig.replace(parameters=params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+def text_arg(text: str) -> str:
+    """Bytes that were not UTF-8 arrive as lone surrogates; make them visible, not fatal."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def json_arg(text: str, flag: str = "--args") -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{flag} is not valid JSON: {exc.msg} at column {exc.colno}", USAGE)
+
+
+def interactive(no_input: bool) -> bool:
+    return not no_input and sys.stdin.isatty()

@@ -133,3 +133,28 @@ def test_toolset_find_is_forgiving_only_when_unique():
     assert ts.find("get_time_tools").name == "GetTimeTools"
     assert ts.find("nothing") is None
 
+
+def test_output_type_without_docstring_adds_no_inherited_text():
+    """The README's example: a docstring-less pydantic model once pulled BaseModel's 2,000
+    characters of documentation into the task-complete tool, doubling the prompt."""
+    from dataclasses import dataclass
+
+    from jsonagent import Agent
+    from jsonagent.testing import ScriptedModel
+
+    class Answer(BaseModel):
+        city: str
+        people: int
+
+    @dataclass
+    class Pair:
+        a: int
+
+    plain = Agent(model=ScriptedModel([]), tools=[core_tools()])
+    typed = Agent(model=ScriptedModel([]), tools=[core_tools()], output_type=Answer)
+    for output_type in (Answer, Pair):
+        final = Toolset.build(None, output_type=output_type).final.spec.description
+        assert final.endswith("Its arguments are the final answer: fill in every field.")
+    assert "Pydantic" not in typed.system_prompt
+    # the typed answer adds its schema and one sentence, nothing more
+    assert len(typed.system_prompt) - len(plain.system_prompt) < 300

@@ -151,8 +151,17 @@ def _typed_final(final: Tool, output_type: type) -> Tool:
         raise SpecError(f"output_type {output_type!r} must be a pydantic model or another "
                         "type whose JSON Schema is an object")
     description = (final.spec.description + " Its arguments are the final answer: "
-                   + (inspect.getdoc(output_type) or "fill in every field.")).strip()
+                   + (_own_doc(output_type) or "fill in every field.")).strip()
     spec = ToolSpec.from_dict({"name": final.name, "description": description,
                                "parameters": schema}, origin=f"output_type {output_type.__name__}")
     return Tool(spec=spec, fn=final.fn, ctx_param=final.ctx_param, final=True)
 
+
+def _own_doc(cls: type) -> str | None:
+    """The docstring written on `cls` itself. An inherited one (pydantic's BaseModel has 2,000
+    characters of it) or a dataclass's generated signature says nothing about the answer."""
+    doc = vars(cls).get("__doc__") if isinstance(cls, type) else None
+    if not isinstance(doc, str) or (hasattr(cls, "__dataclass_fields__")
+                                    and doc.startswith(cls.__name__ + "(")):
+        return None
+    return inspect.cleandoc(doc) or None

@@ -7,6 +7,7 @@ so it stays byte-identical and the model's prefix cache stays warm.
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib.resources import files
 from string import Template
@@ -25,7 +26,7 @@ class JsonStyle:
     """Stop sequences to send with each request."""
 
     def system(self, toolset: Toolset) -> str:
-        text = files("jsonagent").joinpath("prompts/system.md").read_text("utf-8")
+        text = template("system.md")
         rules = []
         if ASK_HUMAN_TOOL in toolset:
             rules.append(f"If you need information or a decision that only the user has, "
@@ -39,6 +40,11 @@ class JsonStyle:
     def render(self, messages: list[Message], observation_role: str = "user") -> list[WireMessage]:
         return [{"role": observation_role if m.role == "observation" else m.role,
                  "content": m.content} for m in messages]
+
+
+@functools.lru_cache(maxsize=8)
+def template(name: str) -> str:
+    return files("jsonagent").joinpath("prompts", name).read_text("utf-8")
 
 
 STYLES = {"json": JsonStyle()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
     return wrap(fn) if fn is not None else wrap
 
 
+@functools.lru_cache(maxsize=512)
 def context_param(fn: Callable) -> str | None:
     """The parameter annotated RunContext, which the run fills in rather than the model."""
     try:

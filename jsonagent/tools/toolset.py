@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -26,7 +27,14 @@ def default_tools_path() -> Path:
 
 def core_tools() -> list[ToolSpec]:
     """The four built-ins of core_function.json, to mix with your own tools."""
-    return load_tools(default_tools_path())
+    return list(_core_specs())
+
+
+@functools.lru_cache(maxsize=1)
+def _core_specs() -> tuple[ToolSpec, ...]:
+    # Checked against the meta-schema once per process: specs are frozen, so sharing is safe,
+    # and an Agent is then cheap to construct (~6 ms of checking otherwise).
+    return tuple(load_tools(default_tools_path()))
 
 
 class Toolset:

@@ -9,15 +9,18 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .. import journal as ev
+from .. import events as ev
 from ..result import RunResult
+from ..store import resume_command
 
 _SHOW = 600  # characters of an observation worth showing live
 
 
 class Display:
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, stored: bool = False):
         self.quiet = quiet
+        self.stored = stored
+        """Runs are kept in the store, so a paused one can be resumed by its id."""
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
@@ -37,8 +40,25 @@ class Display:
                 p("  [yellow]! repeated call; told the model so[/]")
         elif isinstance(event, ev.Reask):
             p(f"  [yellow]! invalid reply ({event.stage}): {escape(event.problem)}; re-asking[/]")
+        elif isinstance(event, ev.Approval):
+            verdict = "[green]approved[/]" if event.approved else "[red]denied[/]"
+            p(f"  {verdict} {escape(event.tool)}" + (f": {escape(event.reason)}" if event.reason else ""))
+        elif isinstance(event, ev.RunResumed):
+            p(f"[dim]resuming run {event.run_id}[/]")
         elif isinstance(event, ev.JsonModeChange):
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
+
+    def approve(self, tool: str, args: dict) -> bool | None:
+        """Show the exact call and ask y/N; end of input means nobody is there to decide."""
+        self.err.print(f"[bold magenta]? allow this call?[/] [bold cyan]{escape(tool)}[/]")
+        for name, value in args.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            self.err.print(f"    [dim]{escape(name)}:[/] {escape(text)}")
+        try:
+            answer = self.read("[y/N]> ")
+        except EOFError:
+            return None
+        return answer.strip().lower() in ("y", "yes")
 
     def ask(self, question: str) -> str | None:
         """The interactive ask-human prompt; end of input means nobody is there to answer."""
@@ -54,8 +74,8 @@ class Display:
         return input()
 
     def user_prompt(self, pending: Any) -> str:
-        if pending is not None:
-            self.err.print(f"[bold magenta]? {escape(str(pending.args.get('question', '')))}[/]")
+        if pending is not None and pending.kind == "question":
+            self.err.print(f"[bold magenta]? {escape(pending.question or '')}[/]")
             return "your answer> "
         return "you> "
 
@@ -67,13 +87,23 @@ class Display:
             sys.stdout.write(answer + "\n")
             sys.stdout.flush()
         elif result.status == "needs_human":
-            self.err.print(f"[magenta]needs a human:[/] {escape(result.pending_question or '')}")
+            p = result.pending
+            what = (f"approval of {p.tool} {_brief(p.args)}" if p.kind == "approval"
+                    else f"an answer: {p.question}")
+            self.err.print(f"[magenta]paused, waiting for {escape(what)}[/]")
+            if self.stored:
+                self.err.print(f"resume with: {escape(resume_command(result.run_id, p.model_dump()))}")
         else:
             self.err.print(f"[red]{result.status}:[/] {escape(result.error or '')}")
         s = result.stats
-        self.err.print(f"[dim]{len(result.steps)} steps, {s.model_calls} model calls, "
-                       f"{s.repairs} repairs, {s.reasks} re-asks, "
-                       f"{result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens[/]")
+        self.err.print(f"[dim]{_n(len(result.steps), 'step')}, {_n(s.model_calls, 'model call')}, "
+                       f"{_n(s.repairs, 'repair')}, {_n(s.reasks, 're-ask')}, "
+                       f"{result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens"
+                       + (f", run {result.run_id}" if self.stored else "") + "[/]")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _brief(obj: Any) -> str:

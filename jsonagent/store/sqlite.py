@@ -85,7 +85,7 @@ class SQLiteStore:
             raise ConfigError(f"{self.path}: cannot open the store: {exc.strerror or exc}") from None
         self._migrate(tables)
         self.me = Owner.me()
-        self._pending: list[tuple] = []  # events since the last checkpoint
+        self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
 
     # -- schema -------------------------------------------------------------------------------
 
@@ -243,18 +243,21 @@ class SQLiteStore:
                 time.sleep(0.05)
 
     def record(self, event: Any, state: RunState) -> None:
-        """Events wait in memory until the next checkpoint, then go in one transaction with
-        the state: a step costs one transaction, not three."""
-        self._pending.append((event.run_id, event.seq, event.type, event.t, event.model_dump_json()))
-        if event.type not in CHECKPOINTS:
-            return
-        now = time.time()
-        with self._tx() as db:
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._pending)
-            db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, heartbeat_at = ? "
-                       "WHERE id = ?", (state.model_dump_json(), state.status, now, now,
-                                        state.run_id))
-        self._pending.clear()
+        """Events wait in memory until their run's next checkpoint, then go in one
+        transaction with the state: a step costs one transaction, not three."""
+        row = (event.run_id, event.seq, event.type, event.t, event.model_dump_json())
+        with self._lock:  # runs of a server share this store from several threads
+            waiting = self._pending.setdefault(event.run_id, [])
+            waiting.append(row)
+            if event.type not in CHECKPOINTS:
+                return
+            now = time.time()
+            with self._tx() as db:
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
+                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
+                           "heartbeat_at = ? WHERE id = ?",
+                           (state.model_dump_json(), state.status, now, now, state.run_id))
+            del self._pending[event.run_id]
 
     def load_run(self, run_id: str) -> RunInfo:
         rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "

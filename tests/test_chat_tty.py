@@ -64,3 +64,21 @@ def test_ctrl_c_at_the_prompt_exits_0_on_a_new_line(tmp_path, cleanup):
     child.close()
     assert child.exitstatus == 0
     assert child.before.endswith("\r\n")  # the shell's prompt gets a line of its own
+
+
+def test_an_approval_is_asked_at_the_terminal(tmp_path, cleanup):
+    model = script(tmp_path, step("CodeInterpreterTool", {"code": "print(6 * 7)"}, "compute"),
+                   step("TaskCompleteTool", {"output": "42"}))
+    for answer, shown in (("y", "approved"), ("n", "denied")):
+        child = pexpect.spawn(sys.executable, ["-m", "jsonagent", "run", "x", "--confirm-code",
+                                               "--model", model], env={**os.environ, "TERM": "dumb"},
+                              encoding="utf-8", timeout=60, cwd=str(tmp_path))
+        cleanup(child)
+        child.expect_exact("allow this call? CodeInterpreterTool")
+        child.expect_exact("print(6 * 7)")  # the exact call
+        child.expect_exact("allow? [y/N] ")
+        child.sendline(answer)
+        child.expect_exact(shown)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0

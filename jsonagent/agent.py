@@ -56,7 +56,7 @@ class Agent:
         self.transcript = transcript
         self.on_event = on_event
         self.sandbox_factory = sandbox_factory or self._default_sandbox
-        self.system_prompt = system_prompt(self.toolset)
+        self.system_prompt = system_prompt(self.toolset, self.config.prompt_style)
 
     def run(self, question: str) -> RunResult:
         with self.session() as session:

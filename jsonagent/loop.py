@@ -12,7 +12,7 @@ from typing import Any, Callable
 from . import journal as ev
 from .tools.core import NeedsHuman
 from .config import JSON_MODES, AgentConfig
-from .envelope import Parsed, ReplyProblem, Step, parse_reply, response_format
+from .envelope import Parsed, ReplyProblem, Step, parse_reply
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
 from .models import Model, ModelReply
 from .prompt import prompt_style
@@ -33,7 +33,7 @@ class Session:
         self.model, self.toolset, self.config, self.ctx = model, toolset, config, ctx
         self.sinks, self.output_type = sinks, output_type
         self.messages: list[Message] = [Message(role="system", content=system)]
-        self.style = prompt_style()
+        self.style = prompt_style(config.prompt_style)
         self.json_mode = config.json_mode or getattr(model, "default_json_mode", "object")
         self.pending: StepRecord | None = None  # an ask-human call nobody has answered yet
         self.cancel = threading.Event()
@@ -81,7 +81,7 @@ class Session:
             self._emit(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                     args=step.args_list, repairs=parsed.repairs))
             if not tool.final:
-                self._act(tool, step, record)
+                self._act(tool, step, record, parsed.note)
             elif (answer := self._answer(step, record)) is not None:
                 return self._end("completed", answer=answer[0])
         return self._end("max_steps", error=f"stopped after {self.config.max_steps} steps "
@@ -103,16 +103,17 @@ class Session:
                 self._emit(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                     problem=parsed.message))
                 extra += [Message(role="assistant", content=reply.text),
-                          Message(role="user", content=parsed.for_model(self.toolset))]
+                          Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed
 
     def _complete(self, messages: list[Message], index: int, attempt: int) -> ModelReply:
         while True:
-            fmt = response_format(self.json_mode, self.toolset, self.config.thought_max_chars)
+            fmt = self.style.response_format(self.json_mode, self.toolset, self.config.thought_max_chars)
             t0 = time.perf_counter()
             try:
                 reply = self.model.complete(
-                    self.style.render(messages, self.config.observation_role), fmt)
+                    self.style.render(messages, self.config.observation_role), fmt,
+                    stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 self._step_down(str(exc))
                 continue
@@ -133,7 +134,7 @@ class Session:
                     old, reason, self.json_mode)
         self._emit(ev.JsonModeChange(old=old, new=self.json_mode, reason=reason))
 
-    def _act(self, tool: Tool, step: Step, record: StepRecord) -> None:
+    def _act(self, tool: Tool, step: Step, record: StepRecord, note: str | None = None) -> None:
         self.ctx.step = record.index
         t0 = time.perf_counter()
         try:
@@ -148,7 +149,7 @@ class Session:
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             record.observation, record.error = {"error": f"{type(exc).__name__}: {exc}"}, True
         record.tool_s = time.perf_counter() - t0
-        self._record(record, self._repeat_note(record))
+        self._record(record, " ".join(filter(None, (note, self._repeat_note(record)))) or None)
 
     def _repeat_note(self, record: StepRecord) -> str | None:
         """Small models loop on a call, or on two in turn, while their thought already holds

@@ -48,9 +48,10 @@ class ScriptedModel:
     def enqueue(self, *replies: Reply) -> None:
         self._queue.extend(replies)
 
-    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+    def complete(self, messages: list[Message], response_format: dict | None, *,
+                 stop: list[str] | None = None) -> ModelReply:
         self.requests.append({"messages": [dict(m) for m in messages],
-                              "response_format": response_format})
+                              "response_format": response_format, "stop": stop})
         if self._fn is not None:
             reply = self._fn(messages, response_format)
         elif self._queue:

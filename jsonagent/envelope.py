@@ -133,14 +133,24 @@ def _from_dialect(reading: dialects.Reading, toolset: Toolset,
         return ReplyProblem("envelope", f"line {act.line}: 'Action Input:' without an 'Action: "
                             "NAME' line before it naming the tool", repairs)
     else:
-        found = toolset.find(act.name)
+        found = toolset.find(act.name) or _named_in(act.name, toolset, repairs)
     if found is None:
         return ReplyProblem("tool", f"line {act.line}: unknown tool {_short(act.name)} in "
                             f"'Action:'; expected one of: {', '.join(toolset.names)}", repairs)
     args = _dialect_args(act, found, reading.dialect, repairs)
     if isinstance(args, ReplyProblem):
         return args
-    return {"thought": reading.thought, "tool_name": act.name or found.name, "args_list": args}
+    named = act.name if toolset.find(act.name) else found.name
+    return {"thought": reading.thought, "tool_name": named, "args_list": args}
+
+
+def _named_in(text: str, toolset: Toolset, repairs: list[str]) -> Any:
+    """`Action: Call GetTimeTools` or `use the GetTimeTools tool`: one tool's name among words."""
+    hits = {t.name for word in re.findall(r"[\w.\-]+", text) if (t := toolset.find(word))}
+    if len(hits) != 1:
+        return None
+    repairs.append("tool_name_in_text")
+    return toolset.get(hits.pop())
 
 
 def _dialect_args(act: dialects.Action, tool: Any, dialect: str,

@@ -325,3 +325,26 @@ def test_json_style_reads_a_react_reply_too():
     assert result.answer == "4" and result.steps[0].repairs == ["dialect:react"]
     assert model.requests[0]["stop"] is None
     assert model.requests[0]["response_format"] == {"type": "json_object"}
+
+
+def test_cli_prompt_style_react_sends_the_stop_to_an_endpoint(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from openai_stub import OpenAIStub
+
+    replies = ["Thought: time\nAction: GetTimeTools\nAction Input: {}", "Final Answer: noon"]
+    with OpenAIStub(replies) as stub:
+        proc = subprocess.run(
+            [sys.executable, "-m", "jsonagent", "run", "What time is it?", "--model", "stub-model",
+             "--base-url", stub.url, "--prompt-style", "react", "--output", "json"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "OPENAI_API_KEY": "sk-cli"})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["answer"] == "noon" and result["steps"][0]["repairs"] == ["dialect:react"]
+    first, second = (r["body"] for r in stub.requests)
+    assert first["stop"] == ["Observation:"] and "response_format" not in first
+    assert first["messages"][0]["content"].startswith("Solve the user's task")
+    assert second["messages"][-1]["content"].startswith("Observation: {")

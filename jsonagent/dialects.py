@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# A marker opens a line, optionally in markdown bold or after a list dash.
+# A marker opens a line, optionally in markdown bold or after a list dash or quote mark; never
+# indented, so that a line of code inside an input (`    answer: int = 5`) stays code.
 _MARKER = re.compile(
-    r"^[ \t>*-]*\**(?P<key>thought|action input|action|observation|final answer|answer)\**\s*:\**[ \t]?"
+    r"^(?:[>*-]+[ \t]*)?\**(?P<key>thought|action input|action|observation|final answer|answer)\**\s*:\**[ \t]?"
     r"|^[ \t*]*(?P<pause>pause)[ \t*.]*$",
     re.I)
 _INLINE_FINAL = re.compile(r"\s\**final answer\**\s*:\**\s*", re.I)

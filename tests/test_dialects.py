@@ -348,3 +348,9 @@ def test_cli_prompt_style_react_sends_the_stop_to_an_endpoint(tmp_path):
     assert first["stop"] == ["Observation:"] and "response_format" not in first
     assert first["messages"][0]["content"].startswith("Solve the user's task")
     assert second["messages"][-1]["content"].startswith("Observation: {")
+
+
+def test_indented_code_lines_are_not_markers(toolset):
+    raw = "Thought: c\nAction: CodeInterpreterTool: def f():\n    answer: int = 5\n    return answer\nprint(f())"
+    got = parse_reply(raw, toolset)
+    assert got.step.args_list == {"code": "def f():\n    answer: int = 5\n    return answer\nprint(f())"}

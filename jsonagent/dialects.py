@@ -33,7 +33,6 @@ class Action:
     input: str | None
     line: int
     final: bool = False
-    has_input_line: bool = False
 
 
 @dataclass
@@ -51,7 +50,8 @@ class Reading:
 
 
 def read(text: str) -> Reading | None:
-    """The reply's structure in either dialect; None when it has no Action or answer line."""
+    """The reply's structure in either dialect. None when it has no marker line at all; a
+    reading without an action when it has only thoughts."""
     sections = _sections(text)
     if not any(k in ("action", "final answer", "answer", "action input") for k, _, _ in sections):
         sections = _split_inline_final(sections)
@@ -75,20 +75,20 @@ def read(text: str) -> Reading | None:
             if not actions and value:
                 thoughts.append(value)
         elif key in ("final answer", "answer"):
-            actions.append(Action("", value, line, final=True, has_input_line=True))
+            actions.append(Action("", value, line, final=True))
         elif key == "action":
             follows = sections[i + 1] if i + 1 < len(sections) else None
             if follows is not None and follows[0] == "action input":
-                actions.append(Action(_bare_name(value), follows[1], line, has_input_line=True))
+                actions.append(Action(_bare_name(value), follows[1], line))
                 continue
             pause = _PAUSE_ACTION.match(value)
             if pause:
                 dialect, given = "pause", _strip_fence(pause["input"])
-                actions.append(Action(pause["name"], given or None, line, has_input_line=bool(given)))
+                actions.append(Action(pause["name"], given or None, line))
             else:
                 actions.append(Action(_bare_name(value), None, line))
         elif key == "action input" and (i == 0 or sections[i - 1][0] != "action"):
-            actions.append(Action("", value, line, has_input_line=True))  # an input with no name
+            actions.append(Action("", value, line))  # an input with no name
     if dropped is not None:
         repairs.append("dropped_hallucinated_observation")
     if len(actions) > 1:

@@ -124,6 +124,14 @@ def _from_dialect(reading: dialects.Reading, toolset: Toolset,
     if not reading.thought:
         repairs.append("missing_thought")
     answer = "Answer" if reading.dialect == "pause" else "Final Answer"
+    named = toolset.find(act.name) if act.name else None
+    if (named is not None and named.final and act.input is None and reading.ignored
+            and reading.ignored[0].final):
+        # `Action: TaskCompleteTool` and then `Final Answer: X`: one answer, written both ways
+        act = reading.action = reading.ignored.pop(0)
+        repairs.append("final_answer_after_final_action")
+        if not reading.ignored:
+            repairs.remove("ignored_extra_actions")
     if act.final:
         if not (act.input or "").strip():
             return ReplyProblem("args", f"line {act.line}: '{answer}:' is empty; write the "

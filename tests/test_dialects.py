@@ -98,6 +98,8 @@ REACT = [
      ("ok", "lookup", {"city": "Oslo"}, [EXTRA])),
     ("action_then_final", 'Thought: t\nAction: lookup\nAction Input: {"city": "Oslo"}\nFinal Answer: 12',
      ("ok", "lookup", {"city": "Oslo"}, [EXTRA])),
+    ("final_tool_then_final_answer", "Thought: I know it\nAction: TaskCompleteTool\nFinal Answer: Monday",
+     ("ok", DONE, {"output": "Monday"}, ["final_answer_after_final_action"])),
     ("final_answer_inside_thought", "Thought: I know it now. Final Answer: 42",
      ("ok", DONE, {"output": "42"}, ["final_answer_in_thought"])),
     ("echoed_observation_first", "Observation: 12 degrees\nThought: done\nFinal Answer: 12 degrees",
@@ -216,6 +218,13 @@ def test_each_repair_is_counted_once_under_its_own_name(toolset):
            'Action: add\nAction Input: {"a": 1}')
     got = parse_reply(raw, toolset)
     assert got.repairs == ["dialect:react", OBS, "bare_input"]
+
+
+def test_a_final_answer_under_the_final_tool_is_not_an_extra_action(toolset):
+    got = parse_reply("Thought: t\nAction: TaskCompleteTool\nFinal Answer: Monday", toolset)
+    assert got.repairs == ["dialect:react", "final_answer_after_final_action"] and got.note is None
+    other = parse_reply("Thought: t\nAction: GetTimeTools\nFinal Answer: Monday", toolset)
+    assert other.step.tool_name == "GetTimeTools" and "ignored_extra_actions" in other.repairs
 
 
 def test_the_model_is_told_what_was_ignored_or_dropped(toolset):

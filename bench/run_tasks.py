@@ -7,6 +7,7 @@ One llama.cpp server (`python -m llama_cpp.server`) serves the model on 127.0.0.
 whole benchmark. The runs, one after another:
 
     schema, object, prompt   jsonagent's openai backend against that server, in that --json-mode
+    react                    the same, with --prompt-style react (ReAct text, no response_format)
     local-schema             jsonagent's in-process local backend (reports reused prefix tokens)
     smolagents               smolagents' ToolCallingAgent against the same server, in its own
                              virtual environment (--smol-python), with tools that call the same
@@ -41,7 +42,8 @@ from tasks import TASKS, Clock, now_utc, scripted_human  # noqa: E402
 
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 
-RUNS = ("schema", "smolagents", "local-schema", "object", "prompt")
+RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react")
+STYLES = {"react": "react"}  # runs in a prompt style other than json; they send no response_format
 
 
 def model_path(spec: str) -> Path:
@@ -50,11 +52,12 @@ def model_path(spec: str) -> Path:
     return catalog.path(spec) if spec in catalog.CATALOG else Path(spec)
 
 
-def run_jsonagent(task, model, mode: str, run: str, max_steps: int, transcripts: Path) -> dict:
+def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, transcripts: Path,
+                  style: str = "json") -> dict:
     transcript = transcripts / f"{run}-{task.id}.jsonl"
     transcript.unlink(missing_ok=True)
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
-                  config=AgentConfig(json_mode=mode), transcript=transcript)
+                  config=AgentConfig(json_mode=mode, prompt_style=style), transcript=transcript)
     start, t0 = now_utc(), time.perf_counter()
     result = agent.run(task.question)
     seconds = time.perf_counter() - t0
@@ -169,8 +172,10 @@ def main() -> None:
                 # Replies are capped, as in smolagents' run, so a rambling model cannot fill the context.
                 model = OpenAIModel(gguf.stem, base_url=server.base_url, api_key="sk-local",
                                     temperature=0.0, max_tokens=args.max_tokens)
+                style = STYLES.get(run, "json")
                 for task in tasks:
-                    records.append(run_jsonagent(task, model, run, run, args.max_steps, transcripts))
+                    records.append(run_jsonagent(task, model, None if run in STYLES else run, run,
+                                                 args.max_steps, transcripts, style))
                     _progress(records[-1])
                     save()
     if "local-schema" in runs:

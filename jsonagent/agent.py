@@ -71,7 +71,7 @@ class Agent:
         self.sandbox_factory = sandbox_factory or self._default_sandbox
         self.origin = origin or {}
         """How a front end built this agent (the CLI's options), recorded with each run."""
-        self.style = prompt_style()
+        self.style = prompt_style(self.config.prompt_style)
         self.system_prompt = self.style.system(self.toolset)
         self.busy_wait_s = 5.0
         """How long a run waits for a busy session before giving up."""

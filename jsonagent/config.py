@@ -19,6 +19,8 @@ class AgentConfig(BaseModel):
     """Invalid replies re-asked per step before the run fails; separate from max_steps."""
     json_mode: JsonMode | None = None
     """How JSON is forced: schema, object or prompt. None takes the model's default."""
+    prompt_style: Literal["json", "react"] = "json"
+    """How requests are written: JSON steps, or the ReAct text protocol with an Observation stop."""
     observation_role: Literal["user", "tool", "system"] = "user"
     """Role of the message that carries a tool's result back to the model."""
     max_observation_chars: int = Field(8000, ge=200)

@@ -1,12 +1,13 @@
 """The step protocol: raw model text in, a validated Step or a precise problem out.
 
-Stages, in order: strict JSON, local repair, envelope validation, tool lookup,
-argument validation. Every repair is named and counted; every problem is phrased
-for the model to read on the re-ask.
+Stages, in order: strict JSON, a text dialect (ReAct or PAUSE, see `dialects`) or local
+repair, envelope validation, tool lookup, argument validation. Every repair is named and
+counted; every problem is phrased for the model to read on the re-ask.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import dialects
 from .tools.specs import _pointer, _short, got
 from .tools.toolset import Toolset
 
@@ -43,6 +45,8 @@ class Step(BaseModel):
 class Parsed:
     step: Step
     repairs: list[str] = field(default_factory=list)
+    note: str | None = None
+    """What the model must hear about its reply along with the observation (ignored actions)."""
 
 
 @dataclass
@@ -62,10 +66,15 @@ class ReplyProblem:
 
 def parse_reply(text: str, toolset: Toolset) -> Parsed | ReplyProblem:
     repairs: list[str] = []
-    data = _load(text, repairs)
+    reading, note = _read_dialect(text), None
+    if reading is not None:
+        data, note = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
+    else:
+        data = _load(text, repairs)
     if isinstance(data, ReplyProblem):
         return data
-    data = _fix_keys(data, repairs)
+    if reading is None:
+        data = _fix_keys(data, repairs)
     try:
         step = Step.model_validate(data)
     except ValidationError as exc:
@@ -85,7 +94,143 @@ def parse_reply(text: str, toolset: Toolset) -> Parsed | ReplyProblem:
         shown = "; ".join(f"/args_list{e.path}: {e.message}" for e in errors[:4])
         more = f" (+{len(errors) - 4} more)" if len(errors) > 4 else ""
         return ReplyProblem("args", f"bad arguments for {found.name}: {shown}{more}", repairs)
-    return Parsed(step, repairs)
+    return Parsed(step, repairs, note)
+
+
+def _read_dialect(text: str) -> dialects.Reading | None:
+    """A reply in a text dialect; None for JSON, and for text that only wraps JSON."""
+    try:
+        json.loads(text)
+        return None
+    except (ValueError, TypeError, RecursionError):
+        pass
+    reading = dialects.read(_THINK.sub("", text or ""))
+    act = reading.action if reading else None
+    if act is not None and not act.final and "{" in act.name:
+        return None  # `Action:` over a whole JSON step: the JSON path reads it
+    if reading is not None and act is None and "{" in text:
+        return None
+    return reading
+
+
+def _from_dialect(reading: dialects.Reading, toolset: Toolset,
+                  repairs: list[str]) -> dict[str, Any] | ReplyProblem:
+    repairs += reading.repairs
+    act = reading.action
+    if act is None:
+        return ReplyProblem("envelope", f"line {reading.thought_line}: a Thought, but no "
+                            "'Action:' line and no 'Final Answer:' line; if the thought holds "
+                            "your answer, write it on a line 'Final Answer: ...'", repairs)
+    if not reading.thought:
+        repairs.append("missing_thought")
+    answer = "Answer" if reading.dialect == "pause" else "Final Answer"
+    named = toolset.find(act.name) if act.name else None
+    if (named is not None and named.final and act.input is None and reading.ignored
+            and reading.ignored[0].final):
+        # `Action: TaskCompleteTool` and then `Final Answer: X`: one answer, written both ways
+        act = reading.action = reading.ignored.pop(0)
+        repairs.append("final_answer_after_final_action")
+        if not reading.ignored:
+            repairs.remove("ignored_extra_actions")
+    if act.final:
+        if not (act.input or "").strip():
+            return ReplyProblem("args", f"line {act.line}: '{answer}:' is empty; write the "
+                                f"answer after it, on the same line", repairs)
+        found = toolset.final
+    elif not act.name:
+        return ReplyProblem("envelope", f"line {act.line}: 'Action Input:' without an 'Action: "
+                            "NAME' line before it naming the tool", repairs)
+    else:
+        found = toolset.find(act.name) or _named_in(act.name, toolset, repairs)
+    if found is None:
+        return ReplyProblem("tool", f"line {act.line}: unknown tool {_short(act.name)} in "
+                            f"'Action:'; expected one of: {', '.join(toolset.names)}", repairs)
+    args = _dialect_args(act, found, reading.dialect, repairs)
+    if isinstance(args, ReplyProblem):
+        return args
+    named = act.name if toolset.find(act.name) else found.name
+    return {"thought": reading.thought, "tool_name": named, "args_list": args}
+
+
+def _named_in(text: str, toolset: Toolset, repairs: list[str]) -> Any:
+    """`Action: Call GetTimeTools` or `use the GetTimeTools tool`: one tool's name among words."""
+    hits = {t.name for word in re.findall(r"[\w.\-]+", text) if (t := toolset.find(word))}
+    if len(hits) != 1:
+        return None
+    repairs.append("tool_name_in_text")
+    return toolset.get(hits.pop())
+
+
+def _dialect_args(act: dialects.Action, tool: Any, dialect: str,
+                  repairs: list[str]) -> dict[str, Any] | ReplyProblem:
+    """The arguments an action's input stands for: a JSON object or a Python dict as it is;
+    anything else fills the one parameter it can only be."""
+    props = tool.spec.parameters.get("properties", {})
+    required = tool.spec.parameters.get("required", [])
+    raw = (act.input or "").strip()
+    if not raw:
+        if not required:
+            return {}
+        where = ("on an 'Action Input:' line after it, as a JSON object" if dialect == "react"
+                 else f"after the tool name, as in 'Action: {tool.name}: INPUT'")
+        return ReplyProblem("args", f"line {act.line}: no input for {tool.name}, which requires "
+                            f"{', '.join(required)}; write it {where}", repairs)
+    if act.final and props.get("output", {}).get("type") == "string":
+        return {"output": raw}
+    value, kind = _literal(raw)
+    if isinstance(value, dict):
+        if kind != "json":
+            repairs.append(kind)
+        return value
+    slot = required[0] if len(required) == 1 else next(iter(props)) if len(props) == 1 else None
+    if slot is None:
+        example = json.dumps({p: "..." for p in (required or list(props))[:3]})
+        return ReplyProblem("args", f"line {act.line}: the input {_short(raw, 40)} is not a JSON "
+                            f"object, and {tool.name} takes "
+                            f"{len(props)} parameters ({', '.join(props) or 'none'}), so it cannot "
+                            f"stand for one of them; write a JSON object such as {example}", repairs)
+    repairs.append("bare_input")
+    if props.get(slot, {}).get("type") == "string" and not isinstance(value, str):
+        return {slot: raw}
+    return {slot: raw if value is None else value}
+
+
+def _literal(text: str) -> tuple[Any, str | None]:
+    """(value, how it was read): JSON, a Python literal, or repaired JSON; (None, None) else."""
+    try:
+        return json.loads(text), "json"
+    except (ValueError, RecursionError):
+        pass
+    if text[:1] in "{[('\"" and len(text) < 20_000:
+        try:
+            value = ast.literal_eval(text)
+            json.dumps(value)  # a set or bytes is no argument
+            return value, "python_literal_input"
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+    if text.startswith("{"):
+        import json_repair
+
+        try:
+            value = json_repair.loads(text)
+        except Exception:  # the repairer has its own failure modes
+            value = None
+        if isinstance(value, dict) and value:
+            return value, "json_repair"
+    return None, None
+
+
+def _dialect_note(reading: dialects.Reading) -> str | None:
+    notes = []
+    if reading.ignored:
+        names = ", ".join("Final Answer" if a.final else a.name or "?" for a in reading.ignored)
+        notes.append(f"Your reply had {len(reading.ignored) + 1} actions: only the first was run, "
+                     f"and the rest ({names}) were ignored. Write one action per reply.")
+    if reading.dropped_observation is not None:
+        notes.append(f"Your reply went on with an Observation of its own (line "
+                     f"{reading.dropped_observation}); it was dropped. Observations come only "
+                     "from the tools: stop after the action and wait for this one.")
+    return " ".join(notes) or None
 
 
 def response_schema(toolset: Toolset, thought_max: int | None = None) -> dict[str, Any]:

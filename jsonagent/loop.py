@@ -17,11 +17,11 @@ from typing import Any, Callable, Iterator
 
 from . import events as ev
 from .config import JSON_MODES, AgentConfig
-from .envelope import Parsed, ReplyProblem, parse_reply, response_format
+from .envelope import Parsed, ReplyProblem, parse_reply
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
 from .hooks import Hooks, ToolCall, Veto
 from .models import Model, ModelReply
-from .prompt import JsonStyle, note
+from .prompt import PromptStyle, note
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord
 from .tools.core import CODE_TOOL
@@ -44,12 +44,13 @@ class Resume:
 
 class Loop:
     def __init__(self, model: Model, toolset: Toolset, config: AgentConfig, ctx: RunContext,
-                 style: JsonStyle, hooks: Hooks, approve: Callable[[str, dict], bool | None] | None,
+                 style: PromptStyle, hooks: Hooks, approve: Callable[[str, dict], bool | None] | None,
                  output_type: type | None = None, cancel: threading.Event | None = None):
         self.model, self.toolset, self.config, self.ctx, self.style = model, toolset, config, ctx, style
         self.hooks, self.approve, self.output_type = hooks, approve, output_type
         self.cancel = cancel or threading.Event()
         self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
+        self._reply_note: str | None = None
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -94,6 +95,7 @@ class Loop:
                                       args=step.args_list, repairs=parsed.repairs,
                                       model_s=time.perf_counter() - t0))
             s.messages.append(Message(role="assistant", content=step.to_json()))
+            self._reply_note = parsed.note  # what the model's reply made us ignore
             yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                            args=step.args_list, repairs=parsed.repairs))
 
@@ -113,17 +115,19 @@ class Loop:
                 yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                            problem=parsed.message))
                 extra += [Message(role="assistant", content=reply.text),
-                          Message(role="user", content=parsed.for_model(self.toolset))]
+                          Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed
 
     def _complete(self, messages: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
         while True:
-            fmt = response_format(self.s.json_mode, self.toolset, self.config.thought_max_chars)
+            fmt = self.style.response_format(self.s.json_mode, self.toolset,
+                                             self.config.thought_max_chars)
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
                 reply: ModelReply = self.model.complete(
-                    self.style.render(messages, self.config.observation_role), fmt)
+                    self.style.render(messages, self.config.observation_role), fmt,
+                    stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
@@ -184,7 +188,9 @@ class Loop:
                 return
             record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
         record.tool_s = time.perf_counter() - t0
-        yield self._record(record, note_ or self._repeat_note(record))
+        notes = (note_, self._reply_note, self._repeat_note(record))
+        self._reply_note = None
+        yield self._record(record, " ".join(filter(None, notes)) or None)
 
     def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
         tool = self.toolset.get(call.tool)

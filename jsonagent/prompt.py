@@ -12,9 +12,10 @@ import json
 from importlib.resources import files
 from string import Template
 
+from .envelope import ReplyProblem, response_format
 from .models import Message as WireMessage
 from .state import Message
-from .tools.core import ASK_HUMAN_TOOL
+from .tools.core import ASK_HUMAN_TOOL, FINAL_TOOL
 from .tools.toolset import Toolset
 
 
@@ -26,20 +27,103 @@ class JsonStyle:
     """Stop sequences to send with each request."""
 
     def system(self, toolset: Toolset) -> str:
-        text = template("system.md")
-        rules = []
-        if ASK_HUMAN_TOOL in toolset:
-            rules.append(f"If you need information or a decision that only the user has, "
-                         f"call {ASK_HUMAN_TOOL}.")
-        rules.append(f"When you have the final answer, call {toolset.final.name}. "
-                     "It is the only way to finish.")
-        more = "\n".join(f"{i}. {r}" for i, r in enumerate(rules, start=4))
         tools = "\n".join(json.dumps(t.spec.describe(), ensure_ascii=False) for t in toolset)
-        return Template(text).safe_substitute(more_rules=more, tools=tools).strip()
+        return Template(template("system.md")).safe_substitute(
+            more_rules=_more_rules(toolset), tools=tools).strip()
 
     def render(self, messages: list[Message], observation_role: str = "user") -> list[WireMessage]:
         return [{"role": observation_role if m.role == "observation" else m.role,
                  "content": m.content} for m in messages]
+
+    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
+        return response_format(mode, toolset, thought_max)
+
+    def reask(self, problem: ReplyProblem, toolset: Toolset) -> str:
+        return problem.for_model(toolset)
+
+
+class ReactStyle:
+    """The classic ReAct text protocol: Thought / Action / Action Input, then Observation.
+
+    For models fine-tuned on it. Replies are free text (no response_format), generation stops
+    before a made-up `Observation:`, and the stored JSON steps are shown back as that text.
+    """
+
+    name = "react"
+    stop: list[str] | None = ["Observation:"]
+    """Stop sequences to send with each request."""
+
+    def system(self, toolset: Toolset) -> str:
+        final = toolset.final
+        actions = [t for t in toolset if not t.final]
+        tools = "\n".join(f"{t.name}: {t.spec.description} Parameters: "
+                          + json.dumps(t.spec.parameters, ensure_ascii=False) for t in actions)
+        shape = "" if _plain_answer(final) else (
+            ", as one JSON object with these parameters: "
+            + json.dumps(final.spec.parameters, ensure_ascii=False))
+        return Template(template("react.md")).safe_substitute(
+            tools=tools, tool_names=", ".join(t.name for t in actions), answer_shape=shape,
+            more_rules=_more_rules(toolset, final_rule=False)).strip()
+
+    def render(self, messages: list[Message], observation_role: str = "user") -> list[WireMessage]:
+        out: list[WireMessage] = []
+        for m in messages:
+            content = m.content
+            if m.role == "assistant":
+                content = _react_step(m.content)
+            elif m.role == "observation":
+                content = _react_observation(m.content)
+            out.append({"role": observation_role if m.role == "observation" else m.role,
+                        "content": content})
+        return out
+
+    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
+        return None  # a grammar or a JSON mode would forbid the very text this style asks for
+
+    def reask(self, problem: ReplyProblem, toolset: Toolset) -> str:
+        names = ", ".join(t.name for t in toolset if not t.final)
+        return Template(template("react_reask.md")).safe_substitute(
+            problem=problem.message, tool_names=names).strip()
+
+
+def _more_rules(toolset: Toolset, final_rule: bool = True) -> str:
+    rules = []
+    if ASK_HUMAN_TOOL in toolset:
+        rules.append(f"If you need information or a decision that only the user has, "
+                     f"call {ASK_HUMAN_TOOL}.")
+    if final_rule:
+        rules.append(f"When you have the final answer, call {toolset.final.name}. "
+                     "It is the only way to finish.")
+    return "\n".join(f"{i}. {r}" for i, r in enumerate(rules, start=3 if not final_rule else 4))
+
+
+def _plain_answer(final) -> bool:
+    props = final.spec.parameters.get("properties", {})
+    return list(props) == ["output"] and props["output"].get("type") == "string"
+
+
+def _react_step(content: str) -> str:
+    """A stored step as the text the model would have written; a raw reply stays as it was."""
+    try:
+        step = json.loads(content)
+        thought, tool, args = step["thought"], step["tool_name"], step["args_list"]
+    except (ValueError, TypeError, KeyError):
+        return content
+    lines = [f"Thought: {thought}"] if thought else []
+    if tool == FINAL_TOOL and list(args) == ["output"] and isinstance(args["output"], str):
+        return "\n".join(lines + [f"Final Answer: {args['output']}"])
+    return "\n".join(lines + [f"Action: {tool}",
+                              f"Action Input: {json.dumps(args, ensure_ascii=False)}"])
+
+
+def _react_observation(content: str) -> str:
+    try:
+        data = json.loads(content)
+        response, note = data["response"], data.get("note")
+    except (ValueError, TypeError, KeyError):
+        return f"Observation: {content}"
+    text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+    return f"Observation: {text}" + (f"\nNote: {note}" if note else "")
 
 
 @functools.lru_cache(maxsize=8)
@@ -57,12 +141,13 @@ def _notes() -> dict[str, str]:
     return json.loads(template("notes.json"))
 
 
-STYLES = {"json": JsonStyle()}
+PromptStyle = JsonStyle | ReactStyle
+STYLES: dict[str, PromptStyle] = {"json": JsonStyle(), "react": ReactStyle()}
 
 
-def prompt_style(name: str = "json") -> JsonStyle:
+def prompt_style(name: str = "json") -> PromptStyle:
     return STYLES[name]
 
 
-def system_prompt(toolset: Toolset) -> str:
-    return prompt_style().system(toolset)
+def system_prompt(toolset: Toolset, style: str = "json") -> str:
+    return prompt_style(style).system(toolset)

@@ -26,6 +26,11 @@ class JsonModeChoice(str, Enum):
     prompt = "prompt"
 
 
+class PromptStyleChoice(str, Enum):
+    json = "json"
+    react = "react"
+
+
 class SandboxChoice(str, Enum):
     auto = "auto"
     strict = "strict"
@@ -45,6 +50,7 @@ class RunOptions(BaseModel):
     api_key: str | None = None
     max_steps: int = 10
     json_mode: str | None = None
+    prompt_style: str = "json"
     sandbox: str = "auto"
     confirm_code: bool = False
     given: set[str] = set()
@@ -57,6 +63,7 @@ class RunOptions(BaseModel):
         from ..models import resolve_model
 
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
+                             prompt_style=self.prompt_style,
                              require_isolation=self.sandbox == "strict",
                              confirm=["CodeInterpreterTool"] if self.confirm_code else [])
         return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
@@ -98,6 +105,10 @@ _SHARED: dict[str, tuple[Any, Any]] = {
     "json_mode": (Annotated[Optional[JsonModeChoice], typer.Option(
         "--json-mode",
         help="How JSON is forced. Default: the model's own (object for endpoints).")], None),
+    "prompt_style": (Annotated[PromptStyleChoice, typer.Option(
+        "--prompt-style",
+        help="json: one JSON step per reply. react: Thought/Action/Action Input text, for "
+             "models trained on ReAct.")], PromptStyleChoice.json),
     "sandbox": (Annotated[SandboxChoice, typer.Option(
         "--sandbox", help="strict: refuse to run code unless every isolation is in force.")],
         SandboxChoice.auto),

@@ -110,5 +110,5 @@ class _NoModel:
 
     name = "none"
 
-    def complete(self, messages, response_format):
+    def complete(self, messages, response_format, *, stop=None):
         raise UserError("no model is configured for `tools call`")

@@ -35,13 +35,15 @@ class ModelReply(BaseModel):
 class Model(Protocol):
     """One method: messages and an optional OpenAI-style response_format in, text out.
 
-    Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
+    `stop` lists sequences that end the reply early (not included in the text); a prompt
+    style sends them, as ReAct sends `Observation:`. Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
     and `errors.ModelError` for anything else that is not recoverable.
     """
 
     name: str
 
-    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply: ...
+    def complete(self, messages: list[Message], response_format: dict | None, *,
+                 stop: list[str] | None = None) -> ModelReply: ...
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,

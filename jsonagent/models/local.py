@@ -93,7 +93,8 @@ class LocalModel:
             raise ConfigError(f"--model local:{spec}: not a .gguf file nor a known model ({known})")
         return cls(spec, config)
 
-    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+    def complete(self, messages: list[Message], response_format: dict | None, *,
+                 stop: list[str] | None = None) -> ModelReply:
         grammar = self._grammar(response_format)
         with self._lock:
             before = self._cached_ids()
@@ -104,6 +105,7 @@ class LocalModel:
                     temperature=self.config.temperature,
                     max_tokens=self.config.max_tokens,
                     seed=self.config.seed,
+                    stop=stop or None,
                 )
             except ValueError as exc:  # e.g. the prompt no longer fits in n_ctx
                 raise ModelError(f"{self.name}: {exc}") from None

@@ -42,8 +42,11 @@ class OpenAIModel:
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
         self._schema_as_json_object = False
 
-    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+    def complete(self, messages: list[Message], response_format: dict | None, *,
+                 stop: list[str] | None = None) -> ModelReply:
         kwargs = {"model": self.name, "messages": messages}
+        if stop:
+            kwargs["stop"] = stop
         if response_format is not None:
             kwargs["response_format"] = self._dialect(response_format)
         if self.temperature is not None:
@@ -57,7 +60,7 @@ class OpenAIModel:
             if response_format is not None and _refuses_format(exc.status_code, detail):
                 if response_format["type"] == "json_schema" and not self._schema_as_json_object:
                     self._schema_as_json_object = True  # the same schema, in the other dialect
-                    return self.complete(messages, response_format)
+                    return self.complete(messages, response_format, stop=stop)
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
             raise ModelError(self._explain(exc.status_code, detail)) from None

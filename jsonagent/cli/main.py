@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import models as cli_models, sandbox as cli_sandbox, tools as cli_tools
+from .batch import batch
 from .exits import EXIT, debug, guarded
 from .options import OutputChoice, RunOptions, interactive, run_options, text_arg
 
@@ -20,6 +21,7 @@ app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per
 app.add_typer(cli_tools.app, name="tools")
 app.add_typer(cli_sandbox.app, name="sandbox")
 app.add_typer(cli_models.app, name="models")
+app.command()(batch)
 
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the run (exit 4).")]

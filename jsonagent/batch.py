@@ -8,7 +8,8 @@ where it stopped when run again: ids already there are skipped.
 
 Workers get a picklable agent factory, not an agent: each worker process calls it once and
 reuses the agent, so a local model loads once per worker. The same task function runs in
-the local process pool and as Ray tasks. Only the parent writes the results file.
+the local process pool and in Ray actors (one per slot, so a task's clock starts when the
+task does). Only the parent writes the results file.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import socket
 import statistics
 import threading
 import time
-import uuid
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -394,17 +394,40 @@ def _replace(ctx, w: _Worker, factory, transcripts, emit, queue, error: str) -> 
 
 # -- the Ray backend ---------------------------------------------------------------------------
 
-_AGENTS: dict[str, Any] = {}  # in a Ray worker process: the agent of the current batch
+class _RayWorker:
+    """One Ray actor per slot: like a local worker, it builds its agent once and runs
+    `run_task` on it, one task at a time, so a task's clock starts when it really starts."""
+
+    def __init__(self, factory: AgentFactory, transcripts: str | None):
+        self.name = "ray:" + _worker_name()
+        self.transcripts = Path(transcripts) if transcripts else None
+        try:
+            self.agent, self.fatal = factory(), None
+        except Exception as exc:
+            self.agent = None
+            self.fatal = (f"{exc}" if isinstance(exc, UserError) else
+                          f"building the agent failed: {type(exc).__name__}: {exc}",
+                          isinstance(exc, UserError))
+
+    def ready(self) -> tuple:
+        return ("fatal", *self.fatal) if self.fatal else ("ready", self.name)
+
+    def run(self, task: dict) -> dict:
+        return run_task(self.agent, Task(**task), self.transcripts, self.name).model_dump()
 
 
-def _ray_task(factory: AgentFactory, key: str, task: dict, transcripts: str | None) -> dict:
-    agent = _AGENTS.get(key)
-    if agent is None:
-        _AGENTS.clear()
-        agent = _AGENTS[key] = factory()
-    name = "ray:" + _worker_name()
-    return run_task(agent, Task(**task), Path(transcripts) if transcripts else None,
-                    name).model_dump()
+class _RaySlot:
+    def __init__(self, cls, factory_ref, transcripts: str | None):
+        self.actor = cls.remote(factory_ref, transcripts)
+        self.waiting = self.actor.ready.remote()  # the ready call, then each task's call
+        self.ready = False
+        self.name = "ray"
+        self.task: Task | None = None
+        self.started = 0.0
+
+    def give(self, task: Task) -> None:
+        self.task, self.started = task, time.perf_counter()
+        self.waiting = self.actor.run.remote(task.model_dump())
 
 
 def _run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, address: str | None,
@@ -417,51 +440,81 @@ def _run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, addr
 
     started_here = not ray.is_initialized()
     if started_here:
+        if address:
+            _check_reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, logging_level="WARNING",
-                     log_to_driver=False, configure_logging=True,
+                     log_to_driver=False,
                      **({} if address or not workers else {"num_cpus": workers}))
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise BatchError(f"cannot start or reach Ray at {address or 'a local Ray'}: "
                              f"{exc}") from None
+    pool: list[_RaySlot] = []
     try:
         slots = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
-        factory_ref, key = ray.put(factory), uuid.uuid4().hex
+        cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayWorker)
+        factory_ref = ray.put(factory)
         where = str(transcripts) if transcripts else None
-        queue, running = deque(tasks), {}
-        try:
-            while queue or running:
-                while queue and len(running) < slots:  # in flight = running, so timeouts hold
-                    task = queue.popleft()
-                    running[remote.remote(factory_ref, key, task.model_dump(), where)] = \
-                        (task, time.perf_counter())
-                now = time.perf_counter()
-                wait_s = min((t0 + timeout - now for _, t0 in running.values()),
-                             default=None) if timeout else None
-                done, _ = ray.wait(list(running), num_returns=1,
-                                   timeout=None if wait_s is None else max(0.0, wait_s))
-                for ref in done:
-                    task, t0 = running.pop(ref)
+        queue = deque(tasks)
+        pool = [_RaySlot(cls, factory_ref, where) for _ in range(min(slots, len(tasks)))]
+        while queue or any(s.task for s in pool):
+            for s in pool:
+                if s.ready and s.task is None and queue:
+                    s.give(queue.popleft())
+            now = time.perf_counter()
+            deadlines = [s.started + timeout - now for s in pool if s.task and timeout]
+            refs = [s.waiting for s in pool if s.waiting is not None]
+            done, _ = ray.wait(refs, num_returns=1,
+                               timeout=max(0.0, min(deadlines)) if deadlines else None)
+            for i, s in enumerate(pool):
+                if s.waiting is not None and s.waiting in done:
+                    ref, s.waiting = s.waiting, None
                     try:
-                        emit(TaskResult(**ray.get(ref)))
+                        msg = ray.get(ref)
                     except ray.exceptions.RayError as exc:
-                        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                        emit(_failed(task, f"worker crashed ({type(exc).__name__}: {first})",
-                                     "ray", time.perf_counter() - t0))
-                if timeout:
-                    now = time.perf_counter()
-                    for ref, (task, t0) in list(running.items()):
-                        if now - t0 >= timeout:
-                            ray.cancel(ref, force=True)
-                            del running[ref]
-                            emit(_failed(task, f"timed out after {timeout:g} s", "ray", now - t0))
-        finally:
-            for ref in running:
-                ray.cancel(ref, force=True)
+                        pool[i] = _replace_actor(ray, cls, factory_ref, where, s, emit,
+                                                 f"worker crashed ({_first_line(exc)})")
+                        continue
+                    if not s.ready:
+                        if msg[0] == "fatal":
+                            raise (BatchError if msg[2] else RunError)(msg[1])
+                        s.ready, s.name = True, msg[1]
+                    else:
+                        s.task = None
+                        emit(TaskResult(**msg))
+                elif s.task and timeout and time.perf_counter() - s.started >= timeout:
+                    pool[i] = _replace_actor(ray, cls, factory_ref, where, s, emit,
+                                             f"timed out after {timeout:g} s")
     finally:
+        for s in pool:
+            ray.kill(s.actor)
         if started_here:
             ray.shutdown()
+
+
+def _replace_actor(ray, cls, factory_ref, where, s: _RaySlot, emit, error: str) -> _RaySlot:
+    ray.kill(s.actor)
+    if not s.ready:
+        raise RunError(f"a Ray worker died while building its agent: {error}")
+    if s.task is not None:
+        emit(_failed(s.task, error, s.name, time.perf_counter() - s.started))
+    return _RaySlot(cls, factory_ref, where)
+
+
+def _check_reachable(address: str) -> None:
+    """Ray waits minutes on an address nobody answers; a wrong one should fail at once."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local" and the like are Ray's to resolve
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        raise BatchError(f"cannot reach Ray at {address}: {exc.strerror or exc}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 # -- progress ----------------------------------------------------------------------------------

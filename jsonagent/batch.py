@@ -386,7 +386,9 @@ def _replace(ctx, w: _Worker, factory, transcripts, emit, queue, error: str) -> 
     """Record the task a dead worker held as failed, and start another worker in its place."""
     w.stop(force=True)
     if not w.ready:
-        raise RunError(f"a batch worker died while building its agent ({_death(w.proc)})")
+        raise RunError(f"a batch worker died while building its agent ({_death(w.proc)}); "
+                       "see its output above. A script that calls run_batch needs "
+                       "`if __name__ == \"__main__\":`, as workers import it")
     if w.task is not None:
         emit(_failed(w.task, error, w.name, time.perf_counter() - w.started))
     return _Worker(ctx, factory, transcripts)

@@ -24,6 +24,7 @@ import statistics
 import threading
 import time
 from collections import Counter, deque
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -301,7 +302,8 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, factory, transcripts),
                                 daemon=True, name="jsonagent-batch-worker")
-        self.proc.start()
+        with _sigint_ignored():  # inherited, so Ctrl-C during its start-up is the parent's too
+            self.proc.start()
         child.close()
         self.name = f"{socket.gethostname()}:{self.proc.pid}"
         self.ready = False
@@ -326,6 +328,18 @@ class _Worker:
                     self.proc.kill()
         self.proc.join(5)
         self.conn.close()
+
+
+@contextmanager
+def _sigint_ignored():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _death(proc) -> str:

@@ -237,6 +237,36 @@ def test_kill_9_in_the_middle_then_resume_gives_every_id_once(tmp_path):
     assert rerun.returncode == 0 and "0 run now" in rerun.stdout and len(ids_of(out)) == n
 
 
+def test_ctrl_c_stops_the_batch_and_its_workers_and_resume_finishes(tmp_path):
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"id": f"t{i}", "input": "q"} for i in range(40)])
+    out = tmp_path / "out.jsonl"
+    args = ["batch", tasks, "--out", out, "--workers", "2", *scripted_nap(tmp_path, 0.1)]
+    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists()
+                                               or out.read_text().count("\n") < 5):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 130
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted; the finished tasks")
+    assert "Traceback" not in stderr
+    workers = {int(r["worker"].rsplit(":", 1)[1]) for r in read_results(out)}
+    assert workers and not any(alive(pid) for pid in workers)
+    assert 5 <= len(ids_of(out)) < 40
+    again = cli("batch", *args[1:])
+    assert again.returncode == 0, again.stderr
+    ids = ids_of(out)
+    assert sorted(ids) == sorted(f"t{i}" for i in range(40)) and len(ids) == 40
+
+
 def test_worker_crashes_are_failed_results_and_the_batch_goes_on(tmp_path):
     tasks = write_tasks(tmp_path / "t.jsonl", [
         {"id": "a", "input": "fine"}, {"id": "b", "input": "please exit"},

@@ -261,7 +261,69 @@ def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
                       seconds=round(seconds, 4), ok=False if task.expect is not None else None)
 
 
-# -- the local backend: a process pool that survives its workers ------------------------------
+# -- one dispatcher for both backends ----------------------------------------------------------
+
+class _Slot:
+    """One worker: a local process or a Ray actor, running at most one task."""
+
+    def __init__(self):
+        self.ready = False
+        self.name = ""
+        self.task: Task | None = None
+        self.started = 0.0
+        self.handle: Any = None
+        """The backend's own: (process, pipe) locally, the actor and its pending call on Ray."""
+
+
+def _dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Any,
+              emit: Callable[[TaskResult], None]) -> None:
+    """Keep every slot busy; a dead or overdue worker's task is failed and the worker replaced.
+
+    A worker answers ("ready", name) or ("fatal", message, is_user_error) once, then
+    ("done", result) per task; the backend reports ("dead", reason) when it is gone.
+    """
+    queue = deque(tasks)
+    slots = [backend.start() for _ in range(min(size, len(tasks)))]
+
+    def replace(slot: _Slot, error: str) -> _Slot | None:
+        backend.stop(slot, force=True)
+        if not slot.ready:
+            raise RunError(f"a batch worker died while building its agent: {error}"
+                           f"{backend.start_hint}")
+        if slot.task is not None:
+            emit(_failed(slot.task, error, slot.name, time.perf_counter() - slot.started))
+        return backend.start() if queue else None
+
+    try:
+        while queue or any(s.task for s in slots):
+            for s in slots:
+                if s.ready and s.task is None and queue:
+                    s.task, s.started = queue.popleft(), time.perf_counter()
+                    backend.give(s, s.task)
+            now = time.perf_counter()
+            deadlines = [s.started + timeout - now for s in slots if s.task and timeout]
+            news = dict(backend.wait(slots, max(0.0, min(deadlines)) if deadlines else None))
+            now = time.perf_counter()
+            for i, s in enumerate(slots):
+                msg = news.get(id(s))
+                if msg and msg[0] == "dead":
+                    slots[i] = replace(s, msg[1])
+                elif msg and msg[0] == "fatal":
+                    raise (BatchError if msg[2] else RunError)(msg[1])
+                elif msg and msg[0] == "ready":
+                    s.ready, s.name = True, msg[1]
+                elif msg and msg[0] == "done":
+                    s.task = None
+                    emit(TaskResult(**msg[1]))
+                elif s.task and timeout and now - s.started >= timeout:
+                    slots[i] = replace(s, f"timed out after {timeout:g} s")
+            slots = [s for s in slots if s is not None]
+    finally:
+        for s in slots:
+            backend.stop(s, force=s.task is not None)
+
+
+# -- the local backend: spawned processes, one pipe each ---------------------------------------
 
 def _worker_main(conn, factory: AgentFactory, transcripts: Path | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
@@ -269,9 +331,7 @@ def _worker_main(conn, factory: AgentFactory, transcripts: Path | None) -> None:
     try:
         agent = factory()
     except BaseException as exc:
-        conn.send(("fatal", f"{exc}" if isinstance(exc, UserError) else
-                   f"building the agent failed: {type(exc).__name__}: {exc}",
-                   isinstance(exc, UserError)))
+        conn.send(_fatal(exc))
         return
     name = _worker_name()
     conn.send(("ready", name))
@@ -283,6 +343,12 @@ def _worker_main(conn, factory: AgentFactory, transcripts: Path | None) -> None:
         if task is None:
             return
         conn.send(("done", run_task(agent, Task(**task), transcripts, name).model_dump()))
+
+
+def _fatal(exc: BaseException) -> tuple:
+    user = isinstance(exc, UserError)
+    return ("fatal", str(exc) if user else
+            f"building the agent failed: {type(exc).__name__}: {exc}", user)
 
 
 def _exit_with_parent() -> None:
@@ -297,37 +363,61 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-class _Worker:
-    def __init__(self, ctx, factory: AgentFactory, transcripts: Path | None):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, factory, transcripts),
+class _LocalBackend:
+    start_hint = ("; see its output above. A script that calls run_batch needs "
+                  "`if __name__ == \"__main__\":`, as workers import it")
+
+    def __init__(self, factory: AgentFactory, transcripts: Path | None):
+        import multiprocessing
+
+        self.ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
+        self.factory, self.transcripts = factory, transcripts
+
+    def start(self) -> _Slot:
+        slot = _Slot()
+        conn, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.factory, self.transcripts),
                                 daemon=True, name="jsonagent-batch-worker")
         with _sigint_ignored():  # inherited, so Ctrl-C during its start-up is the parent's too
-            self.proc.start()
+            proc.start()
         child.close()
-        self.name = f"{socket.gethostname()}:{self.proc.pid}"
-        self.ready = False
-        self.task: Task | None = None
-        self.started = 0.0
+        slot.handle, slot.name = (proc, conn), f"{socket.gethostname()}:{proc.pid}"
+        return slot
 
-    def give(self, task: Task) -> None:
-        self.task, self.started = task, time.perf_counter()
-        self.conn.send(task.model_dump())
+    def give(self, slot: _Slot, task: Task) -> None:
+        slot.handle[1].send(task.model_dump())
 
-    def stop(self, force: bool = False) -> None:
-        if self.proc.is_alive():
-            if force:
-                self.proc.kill()
-            else:
+    def wait(self, slots: list[_Slot], timeout: float | None) -> list[tuple[int, tuple]]:
+        from multiprocessing.connection import wait
+
+        ready = wait([h for s in slots for h in (s.handle[1], s.handle[0].sentinel)], timeout)
+        news = []
+        for s in slots:
+            proc, conn = s.handle
+            if conn in ready or proc.sentinel in ready:
                 try:
-                    self.conn.send(None)
-                except OSError:
-                    pass
-                self.proc.join(2)
-                if self.proc.is_alive():
-                    self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
+                    msg = conn.recv() if conn.poll() else None
+                except (EOFError, OSError):  # the worker is gone or going
+                    msg = None
+                    proc.join(5)
+                if msg is None and not proc.is_alive():
+                    msg = ("dead", f"worker crashed ({_death(proc)})")
+                if msg:
+                    news.append((id(s), msg))
+        return news
+
+    def stop(self, slot: _Slot, force: bool = False) -> None:
+        proc, conn = slot.handle
+        if proc.is_alive() and not force:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            proc.join(2)
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        conn.close()
 
 
 @contextmanager
@@ -352,67 +442,11 @@ def _death(proc) -> str:
     return f"exit code {code}"
 
 
-def _run_local(tasks: list[Task], factory: AgentFactory, workers: int, timeout: float | None,
-               transcripts: Path | None, emit: Callable[[TaskResult], None]) -> None:
-    import multiprocessing
-    from multiprocessing.connection import wait
-
-    ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks, on every OS
-    queue = deque(tasks)
-    pool = [_Worker(ctx, factory, transcripts) for _ in range(min(workers, len(tasks)))]
-    try:
-        while queue or any(w.task for w in pool):
-            for w in pool:
-                if w.ready and w.task is None and queue:
-                    w.give(queue.popleft())
-            now = time.perf_counter()
-            deadlines = [w.started + timeout - now for w in pool if w.task and timeout]
-            ready = wait([w.conn for w in pool] + [w.proc.sentinel for w in pool],
-                         timeout=max(0.0, min(deadlines)) if deadlines else None)
-            for i, w in enumerate(pool):
-                if w.conn in ready or w.proc.sentinel in ready:
-                    try:
-                        msg = w.conn.recv() if w.conn.poll() else None
-                    except (EOFError, OSError):  # the worker is gone or going
-                        msg = None
-                        w.proc.join(5)
-                    if msg is None and not w.proc.is_alive():
-                        pool[i] = _replace(ctx, w, factory, transcripts, emit, queue,
-                                           f"worker crashed ({_death(w.proc)})")
-                    elif msg and msg[0] == "fatal":
-                        raise (BatchError if msg[2] else RunError)(msg[1])
-                    elif msg and msg[0] == "ready":
-                        w.ready, w.name = True, msg[1]
-                    elif msg and msg[0] == "done":
-                        w.task = None
-                        emit(TaskResult(**msg[1]))
-                elif w.task and timeout and time.perf_counter() - w.started >= timeout:
-                    w.proc.kill()
-                    w.proc.join(5)
-                    pool[i] = _replace(ctx, w, factory, transcripts, emit, queue,
-                                       f"timed out after {timeout:g} s")
-    finally:
-        for w in pool:
-            w.stop(force=w.task is not None)
-
-
-def _replace(ctx, w: _Worker, factory, transcripts, emit, queue, error: str) -> _Worker:
-    """Record the task a dead worker held as failed, and start another worker in its place."""
-    w.stop(force=True)
-    if not w.ready:
-        raise RunError(f"a batch worker died while building its agent ({_death(w.proc)}); "
-                       "see its output above. A script that calls run_batch needs "
-                       "`if __name__ == \"__main__\":`, as workers import it")
-    if w.task is not None:
-        emit(_failed(w.task, error, w.name, time.perf_counter() - w.started))
-    return _Worker(ctx, factory, transcripts)
-
-
-# -- the Ray backend ---------------------------------------------------------------------------
+# -- the Ray backend: one actor per slot -------------------------------------------------------
 
 class _RayWorker:
-    """One Ray actor per slot: like a local worker, it builds its agent once and runs
-    `run_task` on it, one task at a time, so a task's clock starts when it really starts."""
+    """A Ray actor that, like a local worker, builds its agent once and runs `run_task` on
+    it one task at a time, so a task's clock starts when the task really starts."""
 
     def __init__(self, factory: AgentFactory, transcripts: str | None):
         self.name = "ray:" + _worker_name()
@@ -420,30 +454,49 @@ class _RayWorker:
         try:
             self.agent, self.fatal = factory(), None
         except Exception as exc:
-            self.agent = None
-            self.fatal = (f"{exc}" if isinstance(exc, UserError) else
-                          f"building the agent failed: {type(exc).__name__}: {exc}",
-                          isinstance(exc, UserError))
+            self.agent, self.fatal = None, _fatal(exc)
 
     def ready(self) -> tuple:
-        return ("fatal", *self.fatal) if self.fatal else ("ready", self.name)
+        return self.fatal or ("ready", self.name)
 
-    def run(self, task: dict) -> dict:
-        return run_task(self.agent, Task(**task), self.transcripts, self.name).model_dump()
+    def run(self, task: dict) -> tuple:
+        return ("done", run_task(self.agent, Task(**task), self.transcripts, self.name).model_dump())
 
 
-class _RaySlot:
-    def __init__(self, cls, factory_ref, transcripts: str | None):
-        self.actor = cls.remote(factory_ref, transcripts)
-        self.waiting = self.actor.ready.remote()  # the ready call, then each task's call
-        self.ready = False
-        self.name = "ray"
-        self.task: Task | None = None
-        self.started = 0.0
+class _RayBackend:
+    start_hint = ""
 
-    def give(self, task: Task) -> None:
-        self.task, self.started = task, time.perf_counter()
-        self.waiting = self.actor.run.remote(task.model_dump())
+    def __init__(self, ray, factory: AgentFactory, transcripts: Path | None):
+        self.ray = ray
+        self.cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayWorker)
+        self.factory_ref = ray.put(factory)
+        self.transcripts = str(transcripts) if transcripts else None
+
+    def start(self) -> _Slot:
+        slot = _Slot()
+        actor = self.cls.remote(self.factory_ref, self.transcripts)
+        slot.handle, slot.name = [actor, actor.ready.remote()], "ray"
+        return slot
+
+    def give(self, slot: _Slot, task: Task) -> None:
+        slot.handle[1] = slot.handle[0].run.remote(task.model_dump())
+
+    def wait(self, slots: list[_Slot], timeout: float | None) -> list[tuple[int, tuple]]:
+        pending = [s.handle[1] for s in slots if s.handle[1] is not None]
+        done, _ = self.ray.wait(pending, num_returns=1, timeout=timeout) if pending else ([], [])
+        news = []
+        for s in slots:
+            ref = s.handle[1]
+            if ref is not None and ref in done:
+                s.handle[1] = None
+                try:
+                    news.append((id(s), self.ray.get(ref)))
+                except self.ray.exceptions.RayError as exc:
+                    news.append((id(s), ("dead", f"worker crashed ({_first_line(exc)})")))
+        return news
+
+    def stop(self, slot: _Slot, force: bool = False) -> None:
+        self.ray.kill(slot.handle[0])
 
 
 def _run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, address: str | None,
@@ -465,56 +518,12 @@ def _run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, addr
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise BatchError(f"cannot start or reach Ray at {address or 'a local Ray'}: "
                              f"{exc}") from None
-    pool: list[_RaySlot] = []
     try:
-        slots = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayWorker)
-        factory_ref = ray.put(factory)
-        where = str(transcripts) if transcripts else None
-        queue = deque(tasks)
-        pool = [_RaySlot(cls, factory_ref, where) for _ in range(min(slots, len(tasks)))]
-        while queue or any(s.task for s in pool):
-            for s in pool:
-                if s.ready and s.task is None and queue:
-                    s.give(queue.popleft())
-            now = time.perf_counter()
-            deadlines = [s.started + timeout - now for s in pool if s.task and timeout]
-            refs = [s.waiting for s in pool if s.waiting is not None]
-            done, _ = ray.wait(refs, num_returns=1,
-                               timeout=max(0.0, min(deadlines)) if deadlines else None)
-            for i, s in enumerate(pool):
-                if s.waiting is not None and s.waiting in done:
-                    ref, s.waiting = s.waiting, None
-                    try:
-                        msg = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        pool[i] = _replace_actor(ray, cls, factory_ref, where, s, emit,
-                                                 f"worker crashed ({_first_line(exc)})")
-                        continue
-                    if not s.ready:
-                        if msg[0] == "fatal":
-                            raise (BatchError if msg[2] else RunError)(msg[1])
-                        s.ready, s.name = True, msg[1]
-                    else:
-                        s.task = None
-                        emit(TaskResult(**msg))
-                elif s.task and timeout and time.perf_counter() - s.started >= timeout:
-                    pool[i] = _replace_actor(ray, cls, factory_ref, where, s, emit,
-                                             f"timed out after {timeout:g} s")
+        size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        _dispatch(tasks, size, timeout, _RayBackend(ray, factory, transcripts), emit)
     finally:
-        for s in pool:
-            ray.kill(s.actor)
         if started_here:
             ray.shutdown()
-
-
-def _replace_actor(ray, cls, factory_ref, where, s: _RaySlot, emit, error: str) -> _RaySlot:
-    ray.kill(s.actor)
-    if not s.ready:
-        raise RunError(f"a Ray worker died while building its agent: {error}")
-    if s.task is not None:
-        emit(_failed(s.task, error, s.name, time.perf_counter() - s.started))
-    return _RaySlot(cls, factory_ref, where)
 
 
 def _check_reachable(address: str) -> None:
@@ -621,7 +630,7 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
         if todo and backend == "ray":
             _run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
         elif todo:
-            _run_local(todo, agent_factory, workers or 1, task_timeout, where, emit)
+            _dispatch(todo, workers or 1, task_timeout, _LocalBackend(agent_factory, where), emit)
     finally:
         if bar:
             bar.__exit__(None, None, None)

@@ -65,9 +65,13 @@ class TaskResult(BaseModel):
     """host:pid of the process that ran it (ray:host:pid on Ray)."""
     ok: bool | None = None
     """The answer contains `expect`; only when the task gave one."""
+    run_id: str | None = None
+    """The stored run, when the agent stores runs."""
+    session_id: str | None = None
 
     def line(self) -> str:
-        return self.model_dump_json(exclude_none=False, exclude={"ok"} if self.ok is None else None)
+        optional = ("ok", "run_id", "session_id")
+        return self.model_dump_json(exclude={k for k in optional if getattr(self, k) is None})
 
 
 class BatchSummary(BaseModel):
@@ -233,8 +237,11 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
 
         line.status, line.answer, line.error = result.status, jsonable(result.answer), result.error
         line.steps, line.usage = len(result.steps), result.usage
+        line.run_id = getattr(result, "run_id", None)
+        line.session_id = getattr(result, "session_id", None)
     if task.expect is not None:
-        text = line.answer if isinstance(line.answer, str) else json.dumps(line.answer)
+        text = line.answer if isinstance(line.answer, str) \
+            else json.dumps(line.answer, ensure_ascii=False)
         line.ok = line.status == "completed" and task.expect in text
     line.seconds = round(time.perf_counter() - start, 4)
     return line

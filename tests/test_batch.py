@@ -317,6 +317,14 @@ def test_cli_exit_code_is_1_when_a_task_failed(tmp_path):
     assert proc.returncode == 1, proc.stderr
     [line] = read_results(tmp_path / "o.jsonl")
     assert line["status"] == "failed" and "ran out of replies" in line["error"]
+    again = cli("batch", tasks, "--out", tmp_path / "o.jsonl", "-m", f"scripted:{script}")
+    assert again.returncode == 1 and "0 run now" in again.stdout  # a failure is not re-run...
+    script.write_text(json.dumps([json.dumps(DONE)]))
+    retry = cli("batch", tasks, "--out", tmp_path / "o.jsonl", "-m", f"scripted:{script}",
+                "--retry-failed")  # ...unless asked
+    assert retry.returncode == 0, retry.stderr
+    [line] = read_results(tmp_path / "o.jsonl")
+    assert line["status"] == "completed"
 
 
 def test_a_broken_agent_factory_is_one_error_before_any_task(tmp_path):

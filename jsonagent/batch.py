@@ -221,42 +221,28 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
              worker: str | None = None) -> TaskResult:
     """Run one task on a ready agent; every failure becomes a failed result, never a raise."""
     start = time.perf_counter()
-    _rewind_script(agent)
     if transcripts is not None:
         path = transcript_path(transcripts, task.id)
         path.unlink(missing_ok=True)  # an attempt cut short earlier starts over
         agent.transcript = path
     line = TaskResult(id=task.id, status="failed", worker=worker or _worker_name())
     try:
+        from .events import jsonable
+
         result = agent.run(task.input, session=task.session) if task.session \
             else agent.run(task.input)
+        line.answer, line.error = jsonable(result.answer), result.error
+        line.steps, line.usage = len(result.steps), result.usage
+        line.run_id, line.session_id = result.run_id or None, result.session_id or None
+        line.status = result.status
     except Exception as exc:
         line.error = f"{type(exc).__name__}: {exc}"
-    else:
-        from .journal import jsonable
-
-        line.status, line.answer, line.error = result.status, jsonable(result.answer), result.error
-        line.steps, line.usage = len(result.steps), result.usage
-        line.run_id = getattr(result, "run_id", None)
-        line.session_id = getattr(result, "session_id", None)
     if task.expect is not None:
         text = line.answer if isinstance(line.answer, str) \
             else json.dumps(line.answer, ensure_ascii=False)
         line.ok = line.status == "completed" and task.expect in text
     line.seconds = round(time.perf_counter() - start, 4)
     return line
-
-
-def _rewind_script(agent: Any) -> None:
-    # Stopgap until scripted:FILE starts every run at reply 1 by itself (DESIGN.md, "Scripted
-    # replay"): each task replays the file's script from the start. Remove with that change.
-    model = agent.model
-    if type(model).__name__ != "ScriptedModel" or not model.name.startswith("scripted:"):
-        return
-    if not hasattr(model, "_batch_script"):
-        model._batch_script = list(model._queue)
-    model._queue = list(model._batch_script)
-    model.requests.clear()
 
 
 def _worker_name() -> str:
@@ -603,7 +589,6 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
         raise BatchError(f"unknown backend {backend!r}: use local or ray")
     if workers is not None and workers < 1:
         raise BatchError("workers must be at least 1")
-    _check_sessions(task_list)
     previous = read_results(out)
     if retry_failed:
         again = {r["id"] for r in previous if r["status"] == "failed"}
@@ -660,13 +645,3 @@ def summarize(tasks: list[Task], results: list[dict], ran: int = 0,
                         total_tokens=tokens, ok_rate=sum(oks) / len(oks) if oks else None,
                         seconds=round(seconds, 3))
 
-
-def _check_sessions(tasks: list[Task]) -> None:
-    import inspect
-
-    from .agent import Agent
-
-    first = next((t for t in tasks if t.session), None)
-    if first and "session" not in inspect.signature(Agent.run).parameters:
-        raise BatchError(f"task {first.id!r} names a session, but this version of jsonagent "
-                         "has no sessions")

@@ -6,7 +6,6 @@ Ray workers through PYTHONPATH).
 """
 
 import functools
-import inspect
 import json
 import multiprocessing
 import os
@@ -335,8 +334,6 @@ def test_a_broken_agent_factory_is_one_error_before_any_task(tmp_path):
     assert read_results(tmp_path / "o.jsonl") == []
 
 
-@pytest.mark.skipif("session" not in inspect.signature(Agent.run).parameters,
-                    reason="Agent.run has no session parameter yet")
 def test_tasks_of_one_session_share_its_history(tmp_path):
     tasks = write_tasks(tmp_path / "t.jsonl", [{"id": "one", "input": "hi", "session": "s"},
                                                {"id": "two", "input": "again", "session": "s"},
@@ -347,6 +344,8 @@ def test_tasks_of_one_session_share_its_history(tmp_path):
     assert summary.all_completed
     assert (by_id["one"]["answer"], by_id["two"]["answer"], by_id["lone"]["answer"]) == \
         ("1", "2", "1")
+    assert by_id["one"]["session_id"] == by_id["two"]["session_id"] != None  # noqa: E711
+    assert by_id["one"]["run_id"] != by_id["two"]["run_id"]
 
 
 # -- Ray ---------------------------------------------------------------------------------------

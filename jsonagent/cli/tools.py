@@ -86,7 +86,7 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
                tools: ToolsOpt = None, no_input: NoInputOpt = False):
     """Call one tool directly, as the agent would, and print its result as JSON."""
     from ..agent import Agent
-    from ..tools.core import NeedsHuman
+    from ..state import Pending
     from .display import Display
 
     agent = Agent(model=_NoModel(), tools=tools or None,
@@ -99,10 +99,9 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
     if errors:
         fail("; ".join(map(str, errors)), USAGE)
     with agent.session() as session:
-        try:
-            out = tool.invoke(values, session.ctx)
-        except NeedsHuman as nh:
-            fail(f"needs a human to answer: {nh.question}", EXIT["needs_human"])
+        out = tool.invoke(values, session.ctx)
+    if isinstance(out, Pending):
+        fail(f"needs a human to answer: {out.question}", EXIT["needs_human"])
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
 
 

@@ -405,3 +405,20 @@ def test_an_unreachable_ray_address_is_a_prompt_error(tmp_path):
                "--backend", "ray", "--ray-address", "127.0.0.1:1", timeout=60)
     assert proc.returncode == 2 and time.monotonic() - t0 < 30
     assert proc.stderr.startswith("error: cannot reach Ray at 127.0.0.1:1")
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"id": f"t{i}", "input": "q"} for i in range(20)])
+    args = ["batch", tasks, "--out", tmp_path / "o.jsonl", *scripted_nap(tmp_path, 0.05)]
+    child = pexpect.spawn(sys.executable, ["-m", "jsonagent", *map(str, args)], encoding="utf-8",
+                          timeout=60, env={**os.environ, "COLUMNS": "120"})
+    try:
+        gap = r"(?:\x1b\[[0-9;]*m|\s)+"  # spaces and colours
+        child.expect(rf"20/20{gap}0 failed{gap}[\d.]+/s")  # done, failed, rate; then ETA
+        child.expect("ETA")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert len(ids_of(tmp_path / "o.jsonl")) == 20

@@ -1,0 +1,2 @@
+def mount(app, runner, base_url):
+    pass

@@ -51,9 +51,22 @@ def serve(host: Annotated[str, typer.Option("--host", help="Address to bind.")] 
     typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ "
                f"(model {runner.front.model.name if hasattr(runner.front.model, 'name') else '?'}, "
                f"{workers} workers)", err=True)
-    uvicorn.Server(config).run()
+    server = _server_class()(config)
+    server.run()
     store.close()
     raise typer.Exit(0)
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            super().handle_exit(sig, frame)
+            # uvicorn raises the signal again once it stopped; stopping is our normal end (0)
+            self._captured_signals.clear()
+
+    return Server
 
 
 def _loopback(host: str) -> bool:

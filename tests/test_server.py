@@ -29,6 +29,9 @@ import time
 def delete(path):
     return f"deleted {path}"
 
+def evil():
+    return '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+
 def wait(seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:  # short sleeps: a cancel lands between them
@@ -54,6 +57,7 @@ class Server:
         (tmp_path / "tools.json").write_text(json.dumps([
             {"name": "delete_file", "handler": "srvtools:delete", "confirm": True,
              "parameters": [{"name": "path", "type": "string"}]},
+            {"name": "evil", "handler": "srvtools:evil", "parameters": []},
             {"name": "wait", "handler": "srvtools:wait",
              "parameters": [{"name": "seconds", "type": "float"}]}]))
         import tool_specs

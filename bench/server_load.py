@@ -140,8 +140,9 @@ def main() -> None:
     print(f"{args.runs} runs of {len(STEPS)} scripted steps, {args.workers} workers, "
           f"{args.clients} posting clients, python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
-        plain, busy = Path(tmp, "plain"), Path(tmp, "waiting")
-        plain.mkdir(), busy.mkdir()
+        plain, busy, warm = Path(tmp, "plain"), Path(tmp, "waiting"), Path(tmp, "warm-up")
+        plain.mkdir(), busy.mkdir(), warm.mkdir()
+        load(warm, 40, args.workers, args.clients)  # not counted: the first server runs slower
         base = load(plain, args.runs, args.workers, args.clients)
         show("no runs waiting", base)
         make_waiting(busy, args.waiting, args.workers, args.clients)

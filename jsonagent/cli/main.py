@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve, sessions as cli_sessions, tools as cli_tools
+from . import models as cli_models, sandbox as cli_sandbox, sessions as cli_sessions, tools as cli_tools
+from . import serve as cli_serve
 from .exits import EXIT, debug, guarded
 from .options import OutputChoice, RunOptions, interactive, run_options, text_arg
 

@@ -42,15 +42,15 @@ def serve(host: Annotated[str, typer.Option("--host", help="Address to bind.")] 
     from ..server.runner import Runner
     from ..store import default_path, open_store
 
+    _check_port(host, port)
     store = open_store(default_path())
     opts.build_agent()  # bad options fail here, before the port is taken
     runner = Runner(lambda: opts.build_agent(store=store), store, workers, expire_after)
     app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}")
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=5, lifespan="on")
-    typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ "
-               f"(model {runner.front.model.name if hasattr(runner.front.model, 'name') else '?'}, "
-               f"{workers} workers)", err=True)
+    typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "
+               f"{getattr(runner.front.model, 'name', '?')}, {workers} workers)", err=True)
     server = _server_class()(config)
     server.run()
     store.close()
@@ -67,6 +67,19 @@ def _server_class():
             self._captured_signals.clear()
 
     return Server
+
+
+def _check_port(host: str, port: int) -> None:
+    """A taken port or an unknown address is a bad option: say so in one line (exit 2)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", USAGE)
 
 
 def _loopback(host: str) -> bool:

@@ -75,7 +75,7 @@ class RunExecutor(AgentExecutor):
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
         """Map the run's events onto the task until it ends or waits for a person."""
         store = self.runner.store
-        while True:
+        while not self.runner.stopping.is_set():
             for event in await asyncio.to_thread(store.events, run_id, None, after):
                 after = event["seq"]
                 if event["type"] == "step":

@@ -127,16 +127,18 @@ class Runner:
         info = self.get(run_id)
         if public_status(info) in FINAL:
             raise Conflict(f"run {run_id} has ended ({public_status(info)})")
-        if self.store.end_run(run_id, "interrupted", "cancelled", ("queued", "needs_human")):
-            return
-        with self._lock:
+        with self._lock:  # a worker registers a run under this lock before it claims it
             active = self._active.get(run_id)
-        if active is None:
-            if not self.store.end_run(run_id, "interrupted", "cancelled", ("running",)):
-                raise Conflict(f"run {run_id} could not be cancelled; try again")
-            return
+            if active is None:
+                if self.store.end_run(run_id, "interrupted", "cancelled", ("queued", "needs_human")):
+                    return
+                if self.get(run_id).orphaned:
+                    self.store.end_run(run_id, "interrupted", "cancelled", ("running",))
+                    return
+                raise Conflict(f"run {run_id} is running in another process; stop it there")
         session, thread_id = active
-        session.cancel.set()
+        session.cancel.set()  # the loop stops at its next step boundary
+        self.store.end_run(run_id, "interrupted", "cancelled", ("needs_human",))  # paused just now
         if session.last is not None and session.last.in_flight:
             # a tool is running: interrupt it the way Ctrl-C would; the loop records it
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
@@ -160,16 +162,18 @@ class Runner:
                 log.exception("run %s failed in the server", run_id)
 
     def _drive(self, agent: Agent, base: Any, run_id: str) -> None:
-        info = self.store.load_run(run_id)
-        if not (info.status == "queued" or info.orphaned):
-            return  # cancelled or expired while it waited in the queue
+        with self._lock:  # so that a cancel sees either the queued run or this worker's
+            if run_id in self._active:
+                return  # queued twice (a decision and a restart): one worker is enough
+            info = self.store.load_run(run_id)
+            if not (info.status == "queued" or info.orphaned):
+                return  # cancelled or expired while it waited in the queue
+            session = Session(agent, info.session_id, self.store)
+            self._active[run_id] = (session, threading.get_ident())
         state = info.state
         agent.config = base.model_copy(
             update={"max_steps": state.config.get("max_steps", base.max_steps)})
         decision = (info.decision or {}) if state.pending is not None else {}
-        session = Session(agent, info.session_id, self.store)
-        with self._lock:
-            self._active[run_id] = (session, threading.get_ident())
         try:
             events = session.iter_resume(decision.get("answer"), decision.get("approve"),
                                          decision.get("reason"), run_id)

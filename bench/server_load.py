@@ -30,7 +30,8 @@ import httpx
 STEPS = [{"thought": f"step {n}", "tool_name": "GetTimeTools", "args_list": {"timezone": "UTC"}}
          for n in range(4)] + [{"thought": "done", "tool_name": "TaskCompleteTool",
                                 "args_list": {"output": "42"}}]
-ASK = [{"thought": "ask", "tool_name": "AskHumanHelpTool", "args_list": {"question": "Which city?"}}]
+ASK = [{"thought": "ask", "tool_name": "AskHumanHelpTool",
+        "args_list": {"question": "Which city?"}}]
 
 
 class Server:

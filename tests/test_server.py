@@ -258,7 +258,8 @@ def test_waiting_runs_hold_no_worker(serve):
     for run in runs:  # one worker, yet all three get to their question
         server.wait(run["id"], "requires_action")
     with server.client as c:
-        assert c.post(f"/v1/runs/{runs[1]['id']}/respond", json={"answer": "Oslo"}).status_code == 202
+        answered = c.post(f"/v1/runs/{runs[1]['id']}/respond", json={"answer": "Oslo"})
+        assert answered.status_code == 202
     assert server.wait(runs[1]["id"], "completed")["answer"] == "42"
     assert server.get(runs[0]["id"])["status"] == "requires_action"
 
@@ -356,11 +357,20 @@ def test_bad_bodies_unknown_ids_and_lists(serve):
         huge = c.post("/v1/runs", content=b'{"input": "' + b"x" * (2 << 20) + b'"}',
                       headers={"content-type": "application/json"})
         assert huge.status_code == 413
+        chunked = c.post("/v1/runs", content=iter([b'{"input": "', b"x" * (2 << 20), b'"}']),
+                         headers={"content-type": "application/json"})
+        assert chunked.status_code == 413  # no Content-Length: counted as it arrives
+        not_utf8 = c.post("/v1/runs", content=b'\xff\xfe{"input": "x"}',
+                          headers={"content-type": "application/json"})
+        assert not_utf8.status_code == 422 and not_utf8.json()["error"]
+        assert c.post("/v1/runs", json=[]).status_code == 422
+        assert c.get("/v1/nothing").json() == {"error": "no such route"}
         assert c.get("/v1/runs/run_nope").status_code == 404
         assert c.get("/v1/runs/run_nope/events").status_code == 404
         assert c.post("/v1/runs/run_nope/cancel").status_code == 404
         assert c.post("/v1/runs/run_nope/respond", json={"answer": "x"}).status_code == 404
         assert c.get("/v1/sessions/nope").status_code == 404
+        assert c.get("/v1/sessions/a%2Fb").status_code == 404  # a name with a slash is a name
         assert c.get("/v1/runs", params={"status": "bogus"}).status_code == 422
         assert c.get("/v1/runs", params={"limit": 0}).status_code == 422
         ids = [c.post("/v1/runs", json={"input": f"q{n}", "session": "list"}).json()["id"]

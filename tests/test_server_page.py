@@ -47,7 +47,8 @@ def test_page_runs_answers_and_escapes_everything(serve, tmp_path):
             page.wait_for_function(
                 "document.getElementById('answer-text').textContent.includes('Oslo it is')")
             assert HOSTILE in page.inner_text("#answer-text")
-            page.wait_for_function("document.getElementById('run-status').textContent == 'completed'")
+            page.wait_for_function(
+                "document.getElementById('run-status').textContent == 'completed'")
             page.wait_for_selector("#runs li")
             assert "What is the weather?" in page.inner_text("#runs")
             assert "browser" in page.inner_text("#sessions")

@@ -98,8 +98,8 @@ class RunExecutor(AgentExecutor):
         elif status == "needs_human":
             info = await asyncio.to_thread(self.runner.get, run_id)
             pending = info.state.pending
-            question = pending.question if pending.kind == "question" else approval_question(pending)
-            await updater.requires_input(say(question or ""))
+            asked = pending.question if pending.kind == "question" else None
+            await updater.requires_input(say(asked or approval_question(pending)))
         elif status == "interrupted":
             await updater.cancel(say(event.get("error") or "cancelled"))
         else:  # max_steps, stalled, failed, expired

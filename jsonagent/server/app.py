@@ -16,6 +16,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..store import SessionBusy
@@ -112,6 +113,13 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
             problems.append(f"{where}: {e['msg']}")
         return _error(422, "; ".join(problems) or "invalid request")
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            return _error(422, "the body is not valid JSON text (UTF-8)")
+        message = "no such route" if exc.status_code == 404 else str(exc.detail)
+        return _error(exc.status_code, message)
+
     @app.exception_handler(Unknown)
     async def _unknown(request: Request, exc: Unknown):
         return _error(404, str(exc))
@@ -206,7 +214,7 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
         return {"data": [session_view(s) for s in rows[offset:offset + limit]],
                 "limit": limit, "offset": offset, "has_more": len(rows) > offset + limit}
 
-    @app.get("/v1/sessions/{name}")
+    @app.get("/v1/sessions/{name:path}")
     def get_session(name: str):
         info = store.find_session(name)
         if info is None:
@@ -262,33 +270,31 @@ class Guard:
             return await _send(send, 400, "bad Content-Length")
         if declared > self.max_body:
             return await _send(send, 413, f"body over {self.max_body} bytes")
-        seen = 0
-
-        async def capped():
-            nonlocal seen
+        if scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        # bodies are small: read the whole body first, counting, whatever the headers said
+        chunks, size = [], 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise _TooBig()
-            return message
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                return await _send(send, 413, f"body over {self.max_body} bytes")
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        sent = False
 
-        started = False
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
 
-        async def tracking(message):
-            nonlocal started
-            started |= message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, capped, tracking)
-        except _TooBig:
-            if not started:
-                await _send(send, 413, f"body over {self.max_body} bytes")
-
-
-class _TooBig(Exception):
-    pass
+        await self.app(scope, replay, send)
 
 
 async def _send(send, status: int, message: str, headers: list | None = None) -> None:

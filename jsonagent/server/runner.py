@@ -130,7 +130,8 @@ class Runner:
         with self._lock:  # a worker registers a run under this lock before it claims it
             active = self._active.get(run_id)
             if active is None:
-                if self.store.end_run(run_id, "interrupted", "cancelled", ("queued", "needs_human")):
+                idle = ("queued", "needs_human")
+                if self.store.end_run(run_id, "interrupted", "cancelled", idle):
                     return
                 if self.get(run_id).orphaned:
                     self.store.end_run(run_id, "interrupted", "cancelled", ("running",))

@@ -223,11 +223,14 @@ def test_approve_and_deny(serve):
     assert denied["error"] and "keep it" in json.dumps(denied["observation"])
 
 
-def test_cancel_interrupts_a_tool_in_flight_and_a_waiting_run(serve):
-    server = serve([step("wait", {"seconds": 30}, "wait a while"), DONE])
+def test_cancel_interrupts_a_tool_in_flight_and_a_queued_run(serve):
+    server = serve([step("wait", {"seconds": 30}, "wait a while"), DONE], "--workers", "1")
     run = server.create(input="wait")
     with server.client as c, c.stream("GET", f"/v1/runs/{run['id']}/events") as stream:
         read_sse(stream, until=lambda e: e["type"] == "step")
+        queued = server.create(input="behind it")  # the one worker is busy
+        assert c.post(f"/v1/runs/{queued['id']}/cancel").status_code == 202
+        assert server.get(queued["id"])["status"] == "cancelled"
         t0 = time.monotonic()
         assert c.post(f"/v1/runs/{run['id']}/cancel").status_code == 202
         events = read_sse(stream)
@@ -237,6 +240,8 @@ def test_cancel_interrupts_a_tool_in_flight_and_a_waiting_run(serve):
     assert cancelled["steps"][0]["error"] and cancelled["result_status"] == "interrupted"
     with server.client as c:
         assert c.post(f"/v1/runs/{run['id']}/cancel").status_code == 409
+    time.sleep(0.5)  # the worker is free again, and the cancelled run never starts
+    assert server.get(queued["id"])["steps"] == []
 
 
 def test_cancel_a_waiting_run_frees_its_session(serve):

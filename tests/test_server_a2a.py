@@ -66,6 +66,35 @@ def test_a2a_stream_asks_then_completes_with_the_answer(serve):
     assert runs["data"][0]["steps"][1]["observation"] == "Oslo"
 
 
+def test_a2a_answer_in_the_same_context_after_a_restart(serve):
+    server = serve([ASK, DONE], token="r")
+
+    async def ask():
+        client, http = await client_for(server, streaming=True)
+        try:
+            _, task = await send(client, "weather?")
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            return task.context_id
+        finally:
+            await http.aclose()
+
+    async def answer(context_id: str):
+        client, http = await client_for(server, streaming=True)
+        try:  # the task died with the server; its context (our session) did not
+            message = new_text_message("Oslo", role=Role.ROLE_USER, context_id=context_id)
+            seen = [r async for r in client.send_message(SendMessageRequest(message=message))]
+            final = [r.status_update.status for r in seen if r.HasField("status_update")][-1]
+            assert final.state == TaskState.TASK_STATE_COMPLETED
+            assert get_message_text(final.message) == "42"
+        finally:
+            await http.aclose()
+
+    context_id = run(ask())
+    server.kill()  # kill -9
+    server.start()
+    run(answer(context_id))
+
+
 def test_a2a_send_approval_denied_and_cancel(serve):
     server = serve([step("delete_file", {"path": "a.txt"}, "clean"), DONE], token="t")
 

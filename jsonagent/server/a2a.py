@@ -20,6 +20,7 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 
+from ..store import SessionBusy
 from .runner import Conflict, Unknown
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ def approval_question(pending: Any) -> str:
             "Answer yes or no (anything else is the reason to refuse).")
 
 
+def decision(pending: Any, text: str) -> dict[str, Any]:
+    """A person's message as the answer to what the run waits for."""
+    if pending is not None and pending.kind == "approval":
+        yes = text.strip().lower().rstrip(".!") in YES
+        return {"approve": yes, "reason": None if yes else text}
+    return {"answer": text}
+
+
 class RunExecutor(AgentExecutor):
     def __init__(self, runner: Runner):
         self.runner = runner
@@ -45,32 +54,34 @@ class RunExecutor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         text = context.get_user_input()
-        run_id = self.tasks.get(context.task_id)
-        if run_id is None:
-            if context.current_task is None:
-                await event_queue.enqueue_event(new_task(
-                    context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED,
-                    history=[context.message] if context.message else None))
-            run_id = await asyncio.to_thread(self.runner.submit, text,
-                                             f"a2a-{context.context_id}")
-            self.tasks[context.task_id] = run_id
-            after = 0
-        else:
-            info = await asyncio.to_thread(self.runner.get, run_id)
-            after = info.state.seq
-            pending = info.state.pending
-            if pending is not None and pending.kind == "approval":
-                yes = text.strip().lower().rstrip(".!") in YES
-                decision = {"approve": yes, "reason": None if yes else text}
+        session = f"a2a-{context.context_id}"
+        # a message on the task, or a new one in a context whose run waits (say, the task
+        # was lost with a restart of the server): either way it is that run's answer
+        run_id = self.tasks.get(context.task_id) or \
+            await asyncio.to_thread(self._waiting_run, session)
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task(
+                context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED,
+                history=[context.message] if context.message else None))
+        try:
+            if run_id is None:
+                run_id = await asyncio.to_thread(self.runner.submit, text, session)
+                after = 0
             else:
-                decision = {"answer": text}
-            try:
-                await asyncio.to_thread(self.runner.respond, run_id, **decision)
-            except (Conflict, ValueError) as exc:
-                await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
-                return
+                info = await asyncio.to_thread(self.runner.get, run_id)
+                after = info.state.seq
+                await asyncio.to_thread(self.runner.respond, run_id,
+                                        **decision(info.state.pending, text))
+        except (Conflict, SessionBusy, ValueError) as exc:
+            await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
+            return
+        self.tasks[context.task_id] = run_id
         await updater.start_work()
         await self._follow(run_id, after, updater)
+
+    def _waiting_run(self, session: str) -> str | None:
+        info = self.runner.store.find_session(session)
+        return info.last_run if info is not None and info.last_status == "needs_human" else None
 
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
         """Map the run's events onto the task until it ends or waits for a person."""

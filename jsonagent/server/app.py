@@ -28,6 +28,11 @@ OPEN_PATHS = ("/", "/healthz", "/page/")
 """What answers without the token: the static page (it asks for the token) and the probe."""
 STATUSES = ("queued", "in_progress", "requires_action", "completed", "incomplete", "failed",
             "cancelled", "expired")
+STORED = {"queued": ("queued",), "in_progress": ("running", "interrupted"),
+          "requires_action": ("needs_human",), "completed": ("completed",),
+          "incomplete": ("max_steps", "stalled"), "failed": ("failed",),
+          "cancelled": ("interrupted",), "expired": ("expired",)}
+"""The store's statuses behind each of the server's."""
 RESULT_STATUSES = {"completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"}
 
 
@@ -153,8 +158,10 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
             session_id = found.id
         if status is None:
             infos = store.runs(session_id, limit=limit + 1, offset=offset)
-        else:
-            infos = [i for i in store.runs(session_id, limit=10 ** 9)
+        elif not {"running", "interrupted"} & set(STORED[status]):  # the store pages it
+            infos = store.runs(session_id, STORED[status], limit=limit + 1, offset=offset)
+        else:  # whether a run was orphaned decides between in_progress and cancelled
+            infos = [i for i in store.runs(session_id, STORED[status], limit=10 ** 9)
                      if public_status(i) == status][offset:offset + limit + 1]
         return {"data": [run_view(i) for i in infos[:limit]], "limit": limit, "offset": offset,
                 "has_more": len(infos) > limit}

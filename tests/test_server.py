@@ -17,6 +17,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("sse_starlette")
+pytest.importorskip("a2a")  # `jsonagent serve` needs the whole serve extra
 
 from jsonagent.testing import step  # noqa: E402
 

@@ -105,7 +105,19 @@ class Session:
         _check_input(state, answer, approve)
         if self.store is not None:
             state = self.store.claim_run(state.run_id, self.agent.busy_wait_s)
+        if state.seq == 0:  # a queued run, or one that died before its first event: start it
+            state.status = "running"
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
+
+    def enqueue(self, text: str, **config: Any) -> RunState:
+        """A new run stored as queued, for a worker to start with `iter_resume(run=id)`;
+        `config` is recorded over the agent's settings (say, max_steps)."""
+        def build(last: RunState | None) -> RunState:
+            state = self._new_state(text, last)
+            state.config.update(config)
+            return state
+
+        return self.store.start_run(self.id, build, 0, queued=True)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -177,7 +189,7 @@ def _closed(last: RunState) -> list[Message]:
 def _check_input(state: RunState, answer: str | None, approve: bool | None) -> None:
     """Refuse a resume that does not fit what the run waits for, before touching the run."""
     pending = state.pending
-    if state.status not in ("needs_human", "interrupted", "running"):
+    if state.status not in ("needs_human", "interrupted", "running", "queued"):
         raise ConfigError(f"run {state.run_id} has ended ({state.status}); nothing to resume")
     if pending is None:
         if answer is not None or approve is not None:

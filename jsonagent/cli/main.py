@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import models as cli_models, sandbox as cli_sandbox, sessions as cli_sessions, tools as cli_tools
+from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
+from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import EXIT, debug, guarded
 from .options import OutputChoice, RunOptions, interactive, run_options, text_arg
@@ -23,6 +24,7 @@ app.add_typer(cli_sandbox.app, name="sandbox")
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_sessions.app, name="sessions")
 app.command()(batch)
+app.command()(cli_serve.serve)
 
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the run (exit 4).")]

@@ -69,6 +69,12 @@ class RunInfo:
     created_at: float
     updated_at: float
     state: RunState | None = None
+    served: bool = False
+    """A server queued it: a restarted server takes it over."""
+    orphaned: bool = False
+    """It was running and its process died (its status says interrupted)."""
+    decision: dict[str, Any] | None = None
+    """A person's answer or approval, queued for a worker (`decide`)."""
 
 
 @dataclass
@@ -90,12 +96,19 @@ class Store(Protocol):
     def find_session(self, name_or_id: str) -> SessionInfo | None: ...
 
     def start_run(self, session_id: str, build: Callable[[RunState | None], RunState],
-                  wait_s: float) -> RunState:
+                  wait_s: float, queued: bool = False) -> RunState:
         """Claim the session for a new run: `build` gets the session's last run and returns
-        the new one. Raises SessionBusy while another live process runs one of its runs."""
+        the new one. Raises SessionBusy while another live process runs one of its runs, or
+        one waits. `queued`: a server's run, stored to wait for a worker (`claim_run`)."""
 
     def claim_run(self, run_id: str, wait_s: float) -> RunState:
-        """Take a paused or interrupted run over, to resume it."""
+        """Take a paused, interrupted or queued run over, to resume (or start) it."""
+
+    def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
+        """Queue a waiting run again with a person's decision, once."""
+
+    def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
+        """End a run that no process runs (cancelled while queued or waiting, expired)."""
 
     def record(self, event: Any, state: RunState) -> None:
         """Append an event; at a step boundary, also checkpoint the state."""
@@ -104,8 +117,8 @@ class Store(Protocol):
 
     def last_run(self, session_id: str) -> RunState | None: ...
 
-    def runs(self, session_id: str | None = None, status: str | None = None,
-             limit: int = 50, offset: int = 0) -> list[RunInfo]: ...
+    def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
+             limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]: ...
 
     def sessions(self) -> list[SessionInfo]: ...
 

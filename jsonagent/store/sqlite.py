@@ -58,8 +58,17 @@ def _script(db: sqlite3.Connection, sql: str) -> None:
             db.execute(statement)
 
 
+def _m002_served_runs(db: sqlite3.Connection) -> None:
+    """Runs a server queued (it takes them over after a restart), and a person's decision
+    waiting for a worker."""
+    _script(db, """
+        ALTER TABLE runs ADD COLUMN served INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN decision TEXT
+    """)
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_served_runs]
 
 # Events after which the state is checkpointed: the points a run can be continued from. A
 # step's model reply waits for its tool's result (one transaction a step); after a crash in
@@ -174,7 +183,7 @@ class SQLiteStore:
     # -- runs -----------------------------------------------------------------------------------
 
     def start_run(self, session_id: str, build: Callable[[RunState | None], RunState],
-                  wait_s: float = 5.0) -> RunState:
+                  wait_s: float = 5.0, queued: bool = False) -> RunState:
         def claim(db: sqlite3.Connection) -> RunState:
             rows = db.execute("SELECT id, status, owner, heartbeat_at, state FROM runs "
                               "WHERE session_id = ? ORDER BY created_at DESC, rowid DESC",
@@ -182,6 +191,8 @@ class SQLiteStore:
             for run_id, status, owner, beat, _ in rows:
                 if status == "running":
                     self._check_gone(db, run_id, owner, beat)
+                elif status == "queued":
+                    raise SessionBusy(f"this session's run {run_id} is queued; wait for it")
                 elif status == "needs_human":
                     raise SessionBusy(f"this session's run {run_id} waits for "
                                       f"{_waits_for(rows, run_id)}: answer it with "
@@ -189,9 +200,10 @@ class SQLiteStore:
             last = RunState.model_validate_json(rows[0][4]) if rows else None
             state = build(last)
             now = time.time()
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (state.run_id, session_id, state.status, state.question, now, now,
-                        json.dumps(self.me.__dict__), now, state.model_dump_json()))
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                       (state.run_id, session_id, "queued" if queued else state.status,
+                        state.question, now, now, json.dumps(self.me.__dict__), now,
+                        state.model_dump_json(), int(queued)))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return state
 
@@ -206,7 +218,7 @@ class SQLiteStore:
             session_id, status, owner, beat, text = row
             if status == "running":
                 self._check_gone(db, run_id, owner, beat)
-            elif status not in ("needs_human", "interrupted"):
+            elif status not in ("needs_human", "interrupted", "queued"):
                 raise ConfigError(f"run {run_id} has ended ({status}); there is nothing to resume")
             newer = db.execute("SELECT id FROM runs WHERE session_id = ? AND created_at > "
                                "(SELECT created_at FROM runs WHERE id = ?) LIMIT 1",
@@ -217,7 +229,8 @@ class SQLiteStore:
             db.execute("UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ? WHERE id = ?",
                        (json.dumps(self.me.__dict__), time.time(), run_id))
             state = RunState.model_validate_json(text)
-            state.status = status if status != "running" else "interrupted"
+            if status != "queued":  # a queued run starts, or resumes with its decision
+                state.status = status if status != "running" else "interrupted"
             return state
 
         return self._retry(claim, wait_s)
@@ -271,38 +284,77 @@ class SQLiteStore:
                           "ORDER BY created_at DESC, rowid DESC LIMIT 1", (session_id,))
         return RunState.model_validate_json(rows[0]["state"]) if rows else None
 
-    def runs(self, session_id: str | None = None, status: str | None = None,
-             limit: int = 50, offset: int = 0) -> list[RunInfo]:
+    def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
+             limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]:
+        wanted = (status,) if isinstance(status, str) else tuple(status or ())
         where, args = [], []
         if session_id:
             where.append("r.session_id = ?")
             args.append(session_id)
-        if status and status != "interrupted":
-            where.append("r.status = ?")
-            args.append(status)
+        if wanted and "interrupted" not in wanted:
+            where.append(f"r.status IN ({', '.join('?' * len(wanted))})")
+            args.extend(wanted)
+        if served is not None:
+            where.append("r.served = ?")
+            args.append(int(served))
         sql = ("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY r.created_at DESC, r.rowid DESC")
-        infos = [self._info(r) for r in self._read(sql, tuple(args))]
-        if status:
-            infos = [i for i in infos if i.status == status]
+        if not wanted or "interrupted" not in wanted:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+            return [self._info(r) for r in self._read(sql, tuple(args))]
+        infos = [i for i in map(self._info, self._read(sql, tuple(args))) if i.status in wanted]
         return infos[offset:offset + limit]
 
+    def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
+        """Queue a waiting run again with a person's decision; False when it no longer
+        waits (each decision is taken once)."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE runs SET status = 'queued', decision = ?, updated_at = ? "
+                             "WHERE id = ? AND status = 'needs_human'",
+                             (json.dumps(decision), time.time(), run_id))
+            return cur.rowcount == 1
+
+    def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
+        """End a run no process is running (queued or waiting): its state says why, and a
+        last run_end event closes its stream. False when its status is not in `only_from`."""
+        from ..events import RunEnd
+
+        with self._tx() as db:
+            row = db.execute("SELECT status, state FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row[0] not in only_from:
+                return False
+            state = RunState.model_validate_json(row[1])
+            state.status, state.error, state.pending = status, error, None
+            state.seq += 1
+            end = RunEnd(run_id=run_id, session_id=state.session_id, seq=state.seq,
+                         status=status, error=error, usage=state.usage,
+                         stats=state.stats.model_dump())
+            db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                       (run_id, end.seq, end.type, end.t, end.model_dump_json()))
+            db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, decision = NULL "
+                       "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
+            return True
+
     def _info(self, row: dict[str, Any]) -> RunInfo:
-        status = row["status"]
+        status = orphaned = row["status"]
         if status == "running" and not _owner(row["owner"]).alive(row["heartbeat_at"]):
             status = "interrupted"
         state = RunState.model_validate_json(row["state"])
         state.status = status
         return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],
                        status=status, question=row["question"], created_at=row["created_at"],
-                       updated_at=row["updated_at"], state=state)
+                       updated_at=row["updated_at"], state=state, served=bool(row["served"]),
+                       orphaned=orphaned != status,
+                       decision=json.loads(row["decision"]) if row["decision"] else None)
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]:
         if run_id is not None:
-            rows = self._read("SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-                              (run_id, after))
+            with self._lock:  # with the events still waiting for their checkpoint
+                rows = self._read("SELECT data FROM events WHERE run_id = ? AND seq > ? "
+                                  "ORDER BY seq", (run_id, after))
+                rows += [{"data": r[4]} for r in self._pending.get(run_id, []) if r[1] > after]
         else:
             rows = self._read("SELECT e.data FROM events e JOIN runs r ON r.id = e.run_id "
                               "WHERE r.session_id = ? ORDER BY r.created_at, r.rowid, e.seq",

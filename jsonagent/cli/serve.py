@@ -1,0 +1,98 @@
+"""`jsonagent serve`: the agent over HTTP (REST, server-sent events, A2A, a page at /)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Optional
+
+import typer
+
+from .exits import USAGE, fail, guarded
+from .options import RunOptions, run_options
+
+NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
+
+
+@guarded
+@run_options
+def serve(host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8321,
+          workers: Annotated[int, typer.Option(
+              "--workers", min=1, max=256, help="Runs that execute at once; the rest queue.")] = 4,
+          token: Annotated[Optional[str], typer.Option(
+              "--token", envvar="JSONAGENT_SERVER_TOKEN", show_envvar=True,
+              help="Bearer token every API and A2A call must carry.")] = None,
+          expire_after: Annotated[float, typer.Option(
+              "--expire-after", min=1, metavar="SECONDS",
+              help="A run waiting this long for a person becomes expired.")] = 86400.0,
+          *, opts: RunOptions):
+    """Serve the agent: REST under /v1, A2A, and a web page at /. Runs are kept in the same
+    store as the CLI's sessions; a restart takes them over."""
+    import importlib.util
+
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        fail(f"serving needs {', '.join(missing)}: pip install 'jsonagent[serve]'", USAGE)
+    if not _loopback(host) and not token:
+        fail(f"--host {host} is reachable from other machines: set --token (or "
+             "JSONAGENT_SERVER_TOKEN) first", USAGE)
+    import uvicorn
+
+    from ..server.app import create_app
+    from ..server.runner import Runner
+    from ..store import default_path, open_store
+
+    _check_port(host, port)
+    store = open_store(default_path())
+    opts.build_agent()  # bad options fail here, before the port is taken
+    runner = Runner(lambda: opts.build_agent(store=store), store, workers, expire_after)
+    app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=5, lifespan="on")
+    typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "
+               f"{getattr(runner.front.model, 'name', '?')}, {workers} workers)", err=True)
+    server = _server_class()(config)
+    server.run()
+    store.close()
+    raise typer.Exit(0)
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            super().handle_exit(sig, frame)
+            # uvicorn raises the signal again once it stopped; stopping is our normal end (0)
+            self._captured_signals.clear()
+
+    return Server
+
+
+def _check_port(host: str, port: int) -> None:
+    """A taken port or an unknown address is a bad option: say so in one line (exit 2)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", USAGE)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+__all__ = ["serve"]

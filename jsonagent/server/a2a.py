@@ -1,0 +1,151 @@
+"""The agent over Agent2Agent, on a2a-sdk's server components: its request handler, task
+store and routes, with our executor mapping run events onto task status updates.
+
+An A2A task is one of our runs, and its context is one of our sessions (`a2a-CONTEXT`). A
+question or an approval puts the task in INPUT_REQUIRED; the client's next message on the
+task is the answer (for an approval: yes or no, and anything else is the reason to deny).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from a2a.helpers import new_task, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandlerV2
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
+
+from ..store import SessionBusy
+from .runner import Conflict, Unknown
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .runner import Runner
+
+RPC_PATH = "/a2a"
+YES = {"yes", "y", "approve", "approved", "ok", "allow", "true"}
+
+
+def approval_question(pending: Any) -> str:
+    return (f"May I call {pending.tool} with {json.dumps(pending.args or {}, ensure_ascii=False)}? "
+            "Answer yes or no (anything else is the reason to refuse).")
+
+
+def decision(pending: Any, text: str) -> dict[str, Any]:
+    """A person's message as the answer to what the run waits for."""
+    if pending is not None and pending.kind == "approval":
+        yes = text.strip().lower().rstrip(".!") in YES
+        return {"approve": yes, "reason": None if yes else text}
+    return {"answer": text}
+
+
+class RunExecutor(AgentExecutor):
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.tasks: dict[str, str] = {}
+        """A2A task id -> our run id."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        text = context.get_user_input()
+        session = f"a2a-{context.context_id}"
+        # a message on the task, or a new one in a context whose run waits (say, the task
+        # was lost with a restart of the server): either way it is that run's answer
+        run_id = self.tasks.get(context.task_id) or \
+            await asyncio.to_thread(self._waiting_run, session)
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task(
+                context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED,
+                history=[context.message] if context.message else None))
+        try:
+            if run_id is None:
+                run_id = await asyncio.to_thread(self.runner.submit, text, session)
+                after = 0
+            else:
+                info = await asyncio.to_thread(self.runner.get, run_id)
+                after = info.state.seq
+                await asyncio.to_thread(self.runner.respond, run_id,
+                                        **decision(info.state.pending, text))
+        except (Conflict, SessionBusy, ValueError) as exc:
+            await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
+            return
+        self.tasks[context.task_id] = run_id
+        await updater.start_work()
+        await self._follow(run_id, after, updater)
+
+    def _waiting_run(self, session: str) -> str | None:
+        info = self.runner.store.find_session(session)
+        return info.last_run if info is not None and info.last_status == "needs_human" else None
+
+    async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
+        """Map the run's events onto the task until it ends or waits for a person."""
+        store = self.runner.store
+        while not self.runner.stopping.is_set():
+            for event in await asyncio.to_thread(store.events, run_id, None, after):
+                after = event["seq"]
+                if event["type"] == "step":
+                    line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
+                    await updater.update_status(TaskState.TASK_STATE_WORKING,
+                                                updater.new_agent_message([new_text_part(line)]))
+                elif event["type"] == "run_end":
+                    await self._end(run_id, event, updater)
+                    return
+            await asyncio.sleep(0.1)
+
+    async def _end(self, run_id: str, event: dict, updater: TaskUpdater) -> None:
+        def say(text: str):
+            return updater.new_agent_message([new_text_part(text)])
+
+        status = event["status"]
+        if status == "completed":
+            answer = event["answer"]
+            await updater.complete(say(answer if isinstance(answer, str) else json.dumps(answer)))
+        elif status == "needs_human":
+            info = await asyncio.to_thread(self.runner.get, run_id)
+            pending = info.state.pending
+            asked = pending.question if pending.kind == "question" else None
+            await updater.requires_input(say(asked or approval_question(pending)))
+        elif status == "interrupted":
+            await updater.cancel(say(event.get("error") or "cancelled"))
+        else:  # max_steps, stalled, failed, expired
+            await updater.failed(say(f"{status}: {event.get('error') or ''}".rstrip(": ")))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        run_id = self.tasks.get(context.task_id)
+        if run_id is not None:
+            try:
+                await asyncio.to_thread(self.runner.cancel, run_id)
+            except (Conflict, Unknown):
+                pass
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.cancel(updater.new_agent_message([new_text_part("cancelled")]))
+
+
+def agent_card(runner: Runner, base_url: str) -> AgentCard:
+    agent = runner.front
+    tools = [t.name for t in agent.toolset]
+    return AgentCard(
+        name="jsonagent", version="1",
+        description="A JSON tool-calling agent. It may ask you a question or ask before a "
+                    "tool runs; answer with your next message on the task.",
+        supported_interfaces=[AgentInterface(url=base_url + RPC_PATH, protocol_binding="JSONRPC",
+                                             protocol_version="1.0")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="agent", name="Answer with tools",
+                           description="Answers a task step by step with its tools: "
+                                       + ", ".join(tools), tags=["tools"])])
+
+
+def mount(app: FastAPI, runner: Runner, base_url: str) -> None:
+    card = agent_card(runner, base_url)
+    handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner),
+                                      task_store=InMemoryTaskStore(), agent_card=card)
+    for route in [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH)]:
+        app.router.routes.append(route)

@@ -1,0 +1,191 @@
+// The jsonagent page: plain DOM, no build step. Model and tool text only ever enters the
+// page through textContent, never as HTML.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let current = null;   // the run shown
+let stream = null;    // its AbortController
+
+function token() { return sessionStorage.getItem("jsonagent-token"); }
+
+async function api(path, options = {}) {
+  const headers = Object.assign({"Content-Type": "application/json"}, options.headers || {});
+  if (token()) headers.Authorization = "Bearer " + token();
+  const response = await fetch(path, Object.assign({}, options, {headers}));
+  if (response.status === 401) { askToken(); throw new Error("token needed"); }
+  return response;
+}
+
+function askToken() {
+  const dialog = $("login");
+  if (!dialog.open) dialog.showModal();
+}
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function show(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 1); }
+
+function stepItem(step) {
+  let li = document.querySelector(`#steps li[data-step="${step.index}"]`);
+  if (!li) {
+    li = el("li"); li.dataset.step = step.index;
+    li.append(el("div", "thought"), el("div", "tool"), el("pre", "observation"), el("div", "secs"));
+    $("steps").append(li);
+  }
+  li.querySelector(".thought").textContent = step.thought || "";
+  const tool = li.querySelector(".tool");
+  tool.replaceChildren(el("code", null, step.tool), document.createTextNode(" " + show(step.args || {})));
+  if (step.observation !== undefined && step.observation !== null) {
+    li.querySelector(".observation").textContent = show(step.observation);
+  }
+  if (step.error) li.classList.add("error");
+  if (step.seconds !== undefined) li.querySelector(".secs").textContent = step.seconds.toFixed(2) + " s";
+  return li;
+}
+
+function render(run) {
+  current = run;
+  $("current").hidden = false;
+  $("run-id").textContent = run.id;
+  $("run-status").textContent = run.status;
+  $("run-input").textContent = run.input;
+  $("steps").replaceChildren();
+  run.steps.forEach(stepItem);
+  pending(run.status === "requires_action" ? run.required_action : null);
+  finish(run);
+}
+
+function pending(action) {
+  $("respond").hidden = !action;
+  if (!action) return;
+  const question = action.kind === "question";
+  $("pending").textContent = question ? action.question
+    : `Allow ${action.tool} with ${show(action.args || {})}?`;
+  $("answer-box").hidden = !question;
+  $("approve-box").hidden = question;
+  (question ? $("answer") : $("reason")).focus();
+}
+
+function finish(run) {
+  const ended = ["completed", "incomplete", "failed", "cancelled", "expired"].includes(run.status);
+  $("cancel").hidden = ended;
+  $("final").hidden = !(ended || run.answer !== null);
+  $("answer-text").textContent = run.answer !== null && run.answer !== undefined
+    ? show(run.answer) : (run.error || run.status);
+}
+
+function onEvent(event) {
+  const steps = current.steps;
+  if (event.type === "step") {
+    stepItem({index: event.step, thought: event.thought, tool: event.tool, args: event.args});
+  } else if (event.type === "tool_result") {
+    stepItem({index: event.step, thought: (steps[event.step - 1] || {}).thought,
+              tool: event.tool, args: (steps[event.step - 1] || {}).args,
+              observation: event.observation, error: event.error, seconds: event.duration_s});
+  } else if (event.type === "run_resumed") {
+    $("respond").hidden = true;
+    $("run-status").textContent = "in_progress";
+  } else if (event.type === "run_start") {
+    $("run-status").textContent = "in_progress";
+  } else if (event.type === "run_end") {
+    refresh(current.id);
+  }
+}
+
+async function follow(runId) {
+  if (stream) stream.abort();
+  const controller = stream = new AbortController();
+  let last = 0;
+  while (!controller.signal.aborted) {
+    try {
+      const headers = {Accept: "text/event-stream"};
+      if (last) headers["Last-Event-ID"] = String(last);
+      const response = await api(`/v1/runs/${runId}/events`, {headers, signal: controller.signal});
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) return;
+        buffer += value.replace(/\r\n/g, "\n");
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+          let data = null;
+          for (const line of block.split("\n")) {
+            if (line.startsWith("id:")) last = Number(line.slice(3));
+            if (line.startsWith("data:")) data = line.slice(5).trim();
+          }
+          if (data) {
+            // keep the step list in step with what the events said
+            const event = JSON.parse(data);
+            if (event.type === "step") current.steps[event.step - 1] = {thought: event.thought, args: event.args};
+            onEvent(event);
+          }
+        }
+      }
+    } catch (err) {
+      if (controller.signal.aborted) return;
+      await new Promise((r) => setTimeout(r, 1000));  // reconnect from the last event
+    }
+  }
+}
+
+async function refresh(runId) {
+  const response = await api(`/v1/runs/${runId}`);
+  if (response.ok) render(await response.json());
+  lists();
+}
+
+async function open(runId) {
+  await refresh(runId);
+  follow(runId);
+}
+
+async function lists() {
+  const [runs, sessions] = await Promise.all([api("/v1/runs?limit=20"), api("/v1/sessions")]);
+  $("runs").replaceChildren(...(await runs.json()).data.map((run) => {
+    const li = el("li", null, `${run.status} · ${run.input}`);
+    li.title = run.id;
+    li.onclick = () => open(run.id);
+    return li;
+  }));
+  $("sessions").replaceChildren(...(await sessions.json()).data.map((s) => {
+    const li = el("li", null, `${s.name || s.id} · ${s.runs} run${s.runs === 1 ? "" : "s"}`);
+    li.onclick = () => { $("session").value = s.name || s.id; if (s.last_run) open(s.last_run); };
+    return li;
+  }));
+}
+
+async function respond(body) {
+  const response = await api(`/v1/runs/${current.id}/respond`, {method: "POST", body: JSON.stringify(body)});
+  if (!response.ok) { $("status").textContent = (await response.json()).error; return; }
+  $("respond").hidden = true;
+  $("answer").value = ""; $("reason").value = "";
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = {input: $("input").value};
+    if ($("session").value.trim()) body.session = $("session").value.trim();
+    const response = await api("/v1/runs", {method: "POST", body: JSON.stringify(body)});
+    const data = await response.json();
+    if (!response.ok) { $("status").textContent = data.error; return; }
+    $("status").textContent = "";
+    $("input").value = "";
+    render(data); follow(data.id); lists();
+  });
+  $("respond").addEventListener("submit", (e) => { e.preventDefault(); respond({answer: $("answer").value}); });
+  $("approve").onclick = () => respond({approve: true});
+  $("deny").onclick = () => respond({approve: false, reason: $("reason").value || null});
+  $("cancel").onclick = () => api(`/v1/runs/${current.id}/cancel`, {method: "POST"});
+  $("login-form").addEventListener("submit", () => {
+    sessionStorage.setItem("jsonagent-token", $("token").value);
+    lists();
+  });
+  lists().catch(() => {});
+});

@@ -1,0 +1,61 @@
+"""The page at /, in a real headless Chromium (Debian's, at /usr/bin/chromium) driven by
+Playwright: a question typed, a thought seen live, the agent's question answered, the final
+answer shown, and no model or tool text ever run as HTML."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from test_server import ASK, serve  # noqa: F401  (the fixture)
+from jsonagent.testing import step
+
+CHROMIUM = Path("/usr/bin/chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium package")
+
+HOSTILE = '<img src=x onerror="window.pwned=3"><script>window.pwned=4</script>'
+
+
+def test_page_runs_answers_and_escapes_everything(serve, tmp_path):
+    server = serve([step("evil", {}, "<b>thinking</b> about it"), ASK,
+                    step("TaskCompleteTool", {"output": f"Oslo it is {HOSTILE}"}, "done")],
+                   token="page-token")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox"], timeout=30_000)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 860})
+            page.set_default_timeout(15_000)
+            page.goto(server.url + "/")
+            page.fill("#token", "page-token")  # asked once, kept in session storage
+            page.click("#login-form button")
+            page.fill("#input", "What is the weather?")
+            page.fill("#session", "browser")
+            page.click("#ask button")
+            page.wait_for_selector("#steps li .thought")
+            assert page.inner_text("#steps li .thought") == "<b>thinking</b> about it"
+            page.wait_for_selector("#respond:not([hidden])")
+            assert page.inner_text("#pending") == "Which city?"
+            obs = page.inner_text("#steps li .observation")
+            assert "<script>window.pwned=2</script>" in obs
+            page.fill("#answer", "Oslo")
+            page.click("#send-answer")
+            page.wait_for_selector("#final:not([hidden])")
+            page.wait_for_function(
+                "document.getElementById('answer-text').textContent.includes('Oslo it is')")
+            assert HOSTILE in page.inner_text("#answer-text")
+            page.wait_for_function(
+                "document.getElementById('run-status').textContent == 'completed'")
+            page.wait_for_selector("#runs li")
+            assert "What is the weather?" in page.inner_text("#runs")
+            assert "browser" in page.inner_text("#sessions")
+            assert page.evaluate("window.pwned") is None
+            assert page.evaluate("sessionStorage.getItem('jsonagent-token')") == "page-token"
+            shot = Path(os.environ.get("JSONAGENT_SCREENSHOT", tmp_path / "page.png"))
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
+        finally:
+            browser.close()

@@ -49,6 +49,7 @@ class Agent:
         self.toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in self.toolset if t.fn is None]
         if missing:
+            self.toolset.close()
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
         self.output_type = output_type
@@ -57,6 +58,16 @@ class Agent:
         self.on_event = on_event
         self.sandbox_factory = sandbox_factory or self._default_sandbox
         self.system_prompt = system_prompt(self.toolset)
+
+    def close(self) -> None:
+        """Shut down the tool sources the agent opened (MCP server processes)."""
+        self.toolset.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def run(self, question: str) -> RunResult:
         with self.session() as session:

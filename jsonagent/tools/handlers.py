@@ -159,7 +159,7 @@ class CommandHandler:
         exe = self.argv[0]
         if not ARG_REF.match(exe):
             # A path with a slash is relative to the spec file, like a handler module is.
-            found = str((base / exe).resolve()) if "/" in exe else shutil.which(exe, path=self.env.get("PATH"))
+            found = os.path.abspath(base / exe) if "/" in exe else shutil.which(exe, path=self.env.get("PATH"))
             if found is None or not os.path.exists(found):
                 raise SpecError(f"{self.where}: command {exe!r} not found"
                                 + ("" if "/" in exe else " on PATH"))

@@ -37,12 +37,13 @@ class MCPServer:
     `target` is a URL (streamable HTTP), a command line string, or an argv list (stdio).
     `env` is added to an allowlisted environment: the agent's API keys never reach the server.
     `prefix` namespaces its tool names ("gh_" makes "search" into "gh_search").
+    Timeouts default to $JSONAGENT_MCP_START_TIMEOUT (30 s) and $JSONAGENT_MCP_CALL_TIMEOUT (60 s).
     """
 
     def __init__(self, target: str | list[str], *, name: str | None = None,
                  env: dict[str, str] | None = None, headers: dict[str, str] | None = None,
                  prefix: str = "", cwd: str | Path | None = None,
-                 start_timeout: float = START_TIMEOUT, call_timeout: float = CALL_TIMEOUT):
+                 start_timeout: float | None = None, call_timeout: float | None = None):
         if isinstance(target, str) and target.startswith(("http://", "https://")):
             self.url: str | None = target
             self.argv: list[str] = []
@@ -51,14 +52,13 @@ class MCPServer:
             self.argv = shlex.split(target) if isinstance(target, str) else list(target)
             if not self.argv:
                 raise ConfigError("an MCP server needs a command or a URL")
-        self.name = name or (self.url or Path(self.argv[0]).name + (
-            " " + " ".join(self.argv[1:]) if self.argv[1:] else ""))
+        self.name = name or self.url or _short_name(self.argv)
         self.env = dict(env or {})
         self.headers = dict(headers or {})
         self.prefix = prefix
         self.cwd = cwd
-        self.start_timeout = start_timeout
-        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout or _seconds("JSONAGENT_MCP_START_TIMEOUT", START_TIMEOUT)
+        self.call_timeout = call_timeout or _seconds("JSONAGENT_MCP_CALL_TIMEOUT", CALL_TIMEOUT)
         self.pid: int | None = None
         """The stdio server's process id, once started."""
         self._loop = None
@@ -221,15 +221,14 @@ class MCPServer:
         return observation(result, self.name, name)
 
     def _exited(self) -> str | None:
+        """'the server process exited' once the stdio server is gone (or a zombie)."""
         if self.pid is None:
             return None
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return "the server process exited"
-        except PermissionError:
-            return None
-        return None
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return "the server process exited" if Path("/proc/self").exists() else None
+        return "the server process exited" if state == "Z" else None
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -347,6 +346,25 @@ def observation(result, server: str, tool: str) -> Any:
         except ValueError:
             return text
     return text
+
+
+def _short_name(argv: list[str]) -> str:
+    """'python3 server.py' for 'python3 /long/path/server.py --flag x': for messages."""
+    first = next((a for a in argv[1:] if not a.startswith("-")), None)
+    return " ".join(Path(a).name for a in [argv[0]] + ([first] if first else []))
+
+
+def _seconds(var: str, default: float) -> float:
+    text = os.environ.get(var)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"{var}={text!r}: give a number of seconds above 0")
+    return value
 
 
 def _describe(exc: BaseException) -> str:

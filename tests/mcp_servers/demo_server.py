@@ -2,8 +2,8 @@
 
     python demo_server.py [--http PORT] [--hang-at-start] [--pid-file FILE]
 
-Tools: add, echo, forecast (structured output), picture (an image), fail (reports an
-error), crash (the process dies mid-call) and sleep (never answers in time).
+Tools: add, echo, forecast (structured output), picture (an image), getenv, fail (reports
+an error), crash (the process dies mid-call) and sleep (never answers in time).
 """
 
 import argparse
@@ -13,6 +13,7 @@ import sys
 from contextlib import asynccontextmanager
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import BaseModel
 
@@ -68,8 +69,8 @@ def picture() -> Image:
 
 @server.tool()
 def fail(reason: str) -> str:
-    """Always fails."""
-    raise ValueError(reason)
+    """Always fails, as a tool failure the server saw coming."""
+    raise ToolError(f"cannot do that: {reason}")
 
 
 @server.tool()
@@ -81,8 +82,16 @@ def crash() -> str:
 
 
 @server.tool()
+def getenv(name: str) -> str:
+    """One variable of the server's environment, or "" when it is not set."""
+    return os.environ.get(name, "")
+
+
+@server.tool()
 async def sleep(seconds: float) -> str:
     """Sleeps, longer than any test waits."""
+    if opts.pid_file:
+        open(opts.pid_file + ".sleeping", "w").close()
     await asyncio.sleep(seconds)
     return "woke up"
 

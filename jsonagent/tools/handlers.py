@@ -50,6 +50,15 @@ def bind(spec: ToolSpec, base: Path | None = None) -> Callable[..., Any]:
     return HttpHandler(spec, handler["http"])
 
 
+def with_defaults(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments plus the schema's defaults for those left out: a command or a URL has
+    no Python signature to supply them."""
+    props = spec.parameters.get("properties", {})
+    filled = {k: p["default"] for k, p in props.items()
+              if isinstance(p, dict) and "default" in p and k not in args}
+    return {**filled, **args}
+
+
 def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     env.update(extra or {})
@@ -146,6 +155,7 @@ class CommandHandler:
     """Runs argv with the arguments substituted into whole-element placeholders."""
 
     def __init__(self, spec: ToolSpec, handler: dict[str, Any], base: Path | None):
+        self.spec = spec
         self.where = f"{spec.origin} ({spec.name})"
         self.argv = list(handler["command"])
         self.stdin_json = handler.get("stdin") == "json"
@@ -166,6 +176,7 @@ class CommandHandler:
             self.argv[0] = found
 
     def __call__(self, **args: Any) -> Any:
+        args = with_defaults(self.spec, args)
         argv = []
         for item in self.argv:
             m = ARG_REF.match(item)
@@ -219,6 +230,7 @@ class HttpHandler:
     """One request; arguments are percent-encoded into the URL path, query or JSON body."""
 
     def __init__(self, spec: ToolSpec, http: dict[str, Any]):
+        self.spec = spec
         self.where = f"{spec.origin} ({spec.name})"
         self.method = http.get("method", "GET").upper()
         self.url = resolve_secrets(http["url"], f"{self.where}: /handler/http/url")
@@ -237,6 +249,7 @@ class HttpHandler:
     def __call__(self, **args: Any) -> Any:
         import httpx
 
+        args = with_defaults(self.spec, args)
         url = self._url(args)
         query = {}
         for key, value in self.query.items():

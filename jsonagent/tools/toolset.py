@@ -189,8 +189,11 @@ def _same(a: Tool, b: Tool) -> bool:
         return False
     from .handlers import CommandHandler, HttpHandler
 
+    def how(fn) -> dict:  # what the handler runs, not where its spec was read
+        return {k: v for k, v in vars(fn).items() if k not in ("spec", "where")}
+
     return a.fn is b.fn or (isinstance(a.fn, (CommandHandler, HttpHandler))
-                            and type(a.fn) is type(b.fn) and vars(a.fn) == vars(b.fn))
+                            and type(a.fn) is type(b.fn) and how(a.fn) == how(b.fn))
 
 
 def _close_all(sources: list[Any]) -> None:

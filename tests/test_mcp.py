@@ -67,7 +67,7 @@ def test_results_map_to_observations(shared):
     assert tools["echo"].fn(text="hi") == {"result": "hi"}  # structuredContent when present
     assert tools["forecast"].fn(city="Oslo") == {"city": "Oslo", "celsius": 21.5}
     assert tools["picture"].fn() == "[image image/png, 24 bytes, not shown]"
-    with pytest.raises(ToolError, match=r"^MCP server python3 demo_server.py: fail reported an "
+    with pytest.raises(ToolError, match=rf"^MCP server {Path(PY).name} demo_server.py: fail reported an "
                                         "error: .*cannot do that: bad input$"):
         tools["fail"].fn(reason="bad input")
 

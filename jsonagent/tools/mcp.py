@@ -215,9 +215,11 @@ class MCPServer:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 future.cancel()
                 raise
-            died = self._exited()
-            raise ToolError(f"MCP server {self.name}: {name} failed: "
-                            + (died if died else _describe(exc)) + self._stderr_tail()) from None
+            why = self._exited() or _describe(exc)
+            if why == "Connection closed":
+                why = "the server closed the connection (it exited or crashed)"
+            raise ToolError(f"MCP server {self.name}: {name} failed: {why}"
+                            f"{self._stderr_tail()}") from None
         return observation(result, self.name, name)
 
     def _exited(self) -> str | None:

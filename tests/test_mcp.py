@@ -303,3 +303,9 @@ def test_cli_tools_list_and_call_with_mcp(tmp_path):
     checked = cli("tools", "check", "--tool", "add", "--args", '{"a": "x"}', "--mcp",
                   mcp_flag(tmp_path))
     assert checked.returncode == 1 and 'invalid: /a: expected integer, got string "x"' in checked.stdout
+
+
+def test_without_the_sdk_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'jsonagent\[mcp\]'"):
+        MCPServer(["anything"]).open()

@@ -355,7 +355,8 @@ def _fill(node: Any, args: dict[str, Any]) -> Any:
         if isinstance(n, str):
             m = ARG_REF.match(n)
             if m:
-                return args.get(m.group(1), _ABSENT) if args.get(m.group(1)) is not None else _ABSENT
+                value = args.get(m.group(1))
+                return _ABSENT if value is None else value
             return n
         if isinstance(n, dict):
             out = {k: walk(v) for k, v in n.items()}

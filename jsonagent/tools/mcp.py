@@ -112,7 +112,7 @@ class MCPServer:
                               f"{self.start_timeout:g} s of starting") from None
         except BaseException as exc:
             self.close()
-            if isinstance(exc, ConfigError):
+            if isinstance(exc, (ConfigError, KeyboardInterrupt, SystemExit)):
                 raise
             raise ConfigError(f"MCP server {self.name}: {_describe(exc)}"
                               f"{self._stderr_tail()}") from None

@@ -51,12 +51,14 @@ def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfig
 
 @app.command("validate")
 @guarded
-def tools_validate(files: Annotated[list[Path], typer.Argument(help="Spec files to check.")]):
-    """Check spec files against the meta-schema; one line per file."""
+def tools_validate(files: Annotated[list[Path], typer.Argument(
+                       help="Spec files or directories to check.")]):
+    """Check spec files against the meta-schema; one line per file. Secrets need not be set."""
     from ..tools.specs import load_tools
+    from ..tools.toolset import spec_files
 
     bad = 0
-    for path in files:
+    for path in [f for given in files for f in (spec_files(given) if given.is_dir() else [given])]:
         try:
             specs = load_tools(path)
         except UserError as exc:

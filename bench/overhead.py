@@ -1,4 +1,5 @@
-"""Framework overhead: per step with a scripted model, import and --help time, prompt size.
+"""Framework overhead: Agent construction, per step with a scripted model (store off and on),
+import and --help time, prompt size.
 
     python bench/overhead.py [--runs 30]
 """
@@ -12,7 +13,7 @@ import sys
 import time
 
 
-def per_step(runs: int, steps: int = 10) -> list[float]:
+def per_step(runs: int, steps: int = 10, store=None) -> list[float]:
     from jsonagent import Agent, tool
     from jsonagent.testing import ScriptedModel, step
 
@@ -25,11 +26,24 @@ def per_step(runs: int, steps: int = 10) -> list[float]:
     script.append(step("TaskCompleteTool", {"output": "done"}))
     out = []
     for _ in range(runs):
-        agent = Agent(model=ScriptedModel(list(script)), tools=[noop], max_steps=steps)
+        agent = Agent(model=ScriptedModel(list(script)), tools=[noop], max_steps=steps, store=store)
         t0 = time.perf_counter()
         result = agent.run("count")
         out.append((time.perf_counter() - t0) / steps)
         assert result.status == "completed" and len(result.steps) == steps
+    return out
+
+
+def construction(runs: int) -> list[float]:
+    from jsonagent import Agent
+    from jsonagent.testing import ScriptedModel
+
+    Agent(model=ScriptedModel([]))  # the first one pays for imports
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        Agent(model=ScriptedModel([]))
+        out.append(time.perf_counter() - t0)
     return out
 
 
@@ -54,7 +68,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
     py = sys.executable
-    show("overhead per step (10-step run)", per_step(runs), 1e3, "ms")
+    import tempfile
+    from pathlib import Path
+
+    from jsonagent import open_store
+
+    show("Agent() construction", construction(runs * 10), 1e3, "ms")
+    show("overhead per step, no store", per_step(runs), 1e3, "ms")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(Path(tmp) / "bench.db")
+        show("overhead per step, SQLite store", per_step(runs, store=store), 1e3, "ms")
     show("python -c 'pass' (baseline)", wall([py, "-c", "pass"], runs // 2 or 1), 1e3, "ms")
     show("import jsonagent", wall([py, "-c", "import jsonagent"], runs // 2 or 1), 1e3, "ms")
     show("jsonagent --help", wall([py, "-m", "jsonagent", "--help"], runs // 2 or 1), 1e3, "ms")

@@ -15,23 +15,31 @@ _EXPORTS = {
     "ConfigError": "errors",
     "JsonAgentError": "errors",
     "Model": "models",
+    "Pending": "state",
     "ModelError": "errors",
     "ModelReply": "models",
     "ResponseFormatRejected": "errors",
     "RunContext": "tools.tool",
     "RunError": "errors",
     "RunResult": "result",
+    "RunState": "state",
+    "Session": "session",
+    "SessionBusy": "store",
     "SpecError": "errors",
     "Step": "envelope",
     "StepRecord": "result",
+    "Store": "store",
     "Tool": "tools.tool",
+    "ToolCall": "hooks",
     "ToolError": "errors",
     "ToolSpec": "tools.specs",
     "Toolset": "tools.toolset",
     "Usage": "models",
     "UserError": "errors",
+    "Veto": "hooks",
     "core_tools": "tools.toolset",
     "load_tools": "tools.specs",
+    "open_store": "store",
     "parse_reply": "envelope",
     "read_journal": "journal",
     "tool": "tools.tool",
@@ -58,6 +66,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .envelope import Step, parse_reply
     from .errors import (ConfigError, JsonAgentError, ModelError, ResponseFormatRejected,
                          RunError, SpecError, ToolError, UserError)
+    from .hooks import ToolCall, Veto
+    from .session import Session
+    from .state import Pending, RunState
+    from .store import SessionBusy, Store, open_store
     from .journal import read_journal
     from .models import Model, ModelReply, Usage
     from .result import RunResult, StepRecord

@@ -1,27 +1,35 @@
-"""Agent: wires a model, a toolset, a human and a sandbox into sessions. Sync core, thin async edge."""
+"""Agent: wires a model, a toolset, hooks, a store and a person into runs.
+
+Every front end drives the same iterator (`iter`); `run` drains it. A sync core with a thin
+async edge (`aiter`, `arun`).
+"""
 
 from __future__ import annotations
 
-import inspect
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator
 
-from .tools.core import NeedsHuman
 from .config import AgentConfig
 from .errors import ConfigError, SpecError
+from .hooks import Hooks
 from .journal import Journal
-from .loop import Session
 from .models import Model, resolve_model
-from .prompt import system_prompt
+from .prompt import prompt_style
 from .result import RunResult
+from .session import Session, bridge, drain
+from .state import RunState
+from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 from .tools.toolset import Toolset, ToolLike
 
 if TYPE_CHECKING:
     import asyncio
 
+    from .events import _Event
+    from .store import Store
+
 AskHuman = Callable[[str], "str | None | Awaitable[str | None]"]
+Approve = Callable[[str, dict], "bool | None | Awaitable[bool | None]"]
 
 
 class Agent:
@@ -30,17 +38,20 @@ class Agent:
         agent = Agent(model="gpt-4o-mini", tools=[my_tool, "specs.json"], ask_human=input)
         result = agent.run("What is 2**100?")
 
-    `tools=None` means the bundled core_function.json. An `ask_human` callback may be
-    sync or async; returning None means nobody can answer, and the run stops with
-    status needs_human.
+    `tools=None` means the bundled core_function.json. `ask_human(question)` and
+    `approve(tool, args)` may be sync or async; returning None means nobody can answer now,
+    and the run pauses with status needs_human until `resume` is called. Runs are stored
+    when a `store` is given or a run names a `session`.
     """
 
     def __init__(self, model: Model | str | None = None, tools: ToolLike = None, *,
-                 ask_human: AskHuman | None = None, max_steps: int | None = None,
-                 output_type: type | None = None, config: AgentConfig | None = None,
-                 transcript: str | Path | None = None,
+                 ask_human: AskHuman | None = None, approve: Approve | None = None,
+                 hooks: list[Any] | None = None, store: Store | str | Path | None = None,
+                 max_steps: int | None = None, output_type: type | None = None,
+                 config: AgentConfig | None = None, transcript: str | Path | None = None,
                  on_event: Callable[[Any], None] | None = None,
-                 sandbox_factory: Callable[[], Any] | None = None):
+                 sandbox_factory: Callable[[], Any] | None = None,
+                 origin: dict[str, Any] | None = None):
         self.model = model if model is not None and not isinstance(model, str) \
             else resolve_model(model)
         self.config = (config or AgentConfig()).model_copy()
@@ -53,11 +64,19 @@ class Agent:
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
         self.output_type = output_type
-        self.ask_human = ask_human
+        self.ask_human, self.approve = ask_human, approve
+        self.hooks = Hooks(hooks)
+        self._store = store
         self.transcript = transcript
         self.on_event = on_event
         self.sandbox_factory = sandbox_factory or self._default_sandbox
-        self.system_prompt = system_prompt(self.toolset)
+        self.origin = origin or {}
+        """How a front end built this agent (the CLI's options), recorded with each run."""
+        self.style = prompt_style()
+        self.system_prompt = self.style.system(self.toolset)
+        self.busy_wait_s = 5.0
+        """How long a run waits for a busy session before giving up."""
+        self.last_state: RunState | None = None
 
     def close(self) -> None:
         """Shut down the tool sources the agent opened (MCP server processes)."""
@@ -69,37 +88,121 @@ class Agent:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def run(self, question: str) -> RunResult:
-        with self.session() as session:
-            return session.run(question)
+    # -- runs ---------------------------------------------------------------------------------
 
-    async def arun(self, question: str) -> RunResult:
+    def run(self, question: str, *, session: str | None = None) -> RunResult:
+        return drain(self.iter(question, session=session))
+
+    def iter(self, question: str, *, session: str | None = None) -> Iterator[_Event]:
+        """The run as typed events, ending with a RunEnd that carries the RunResult."""
+        s = self.session(session)
+        try:
+            yield from s.iter(question)
+        finally:
+            self.last_state = s.last
+            s.close()
+
+    def resume(self, run: str | RunState, *, answer: str | None = None,
+               approve: bool | None = None, reason: str | None = None) -> RunResult:
+        """Go on with a paused (or interrupted) run: `answer` a question, or `approve` a call
+        (False denies it, with an optional `reason` the model reads)."""
+        return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason))
+
+    def iter_resume(self, run: str | RunState, *, answer: str | None = None,
+                    approve: bool | None = None, reason: str | None = None) -> Iterator[_Event]:
+        if isinstance(run, RunState):
+            store, session_id = self.store, run.session_id
+        else:
+            store = self.store_or_default()
+            session_id = store.load_run(run).session_id
+        s = Session(self, session_id, store)
+        try:
+            yield from s.iter_resume(answer, approve, reason, run)
+        finally:
+            self.last_state = s.last
+            s.close()
+
+    async def arun(self, question: str, *, session: str | None = None) -> RunResult:
+        end = None
+        async for end in self.aiter(question, session=session):
+            pass
+        return end.result
+
+    async def aiter(self, question: str, *, session: str | None = None) -> AsyncIterator[_Event]:
+        """`iter` for asyncio: the run goes on in a worker thread; async callbacks are
+        awaited on your event loop. Cancelling stops the run at the next step boundary."""
         import asyncio
 
         loop = asyncio.get_running_loop()
-        with self.session(loop) as session:
-            future = loop.run_in_executor(None, session.run, question)
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                session.cancel.set()  # the worker stops at the next step boundary
-                await asyncio.wait([future])
-                raise
+        queue: asyncio.Queue = asyncio.Queue()
+        done = object()
+        s = self.session(session, loop=loop)
 
-    @contextmanager
-    def session(self, loop: asyncio.AbstractEventLoop | None = None) -> Iterator[Session]:
-        """A multi-turn conversation: call `.run(text)` as often as you like."""
-        journal = Journal(self.transcript) if self.transcript else None
-        sinks = [s for s in (journal.write if journal else None, self.on_event) if s]
-        ctx = RunContext(ask_human=_bridge(self.ask_human, loop),
-                         sandbox_factory=self.sandbox_factory)
+        def work() -> None:
+            try:
+                for event in s.iter(question):
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+            except BaseException as exc:  # handed to the awaiting side
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            loop.call_soon_threadsafe(queue.put_nowait, done)
+
+        future = loop.run_in_executor(None, work)
         try:
-            yield Session(self.model, self.toolset, self.system_prompt, self.config, ctx,
-                          sinks, self.output_type)
+            while (item := await queue.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        except asyncio.CancelledError:
+            s.cancel.set()  # the worker stops at the next step boundary
+            await asyncio.wait([future])
+            raise
         finally:
-            ctx.close()
-            if journal:
-                journal.close()
+            self.last_state = s.last
+            s.close()
+
+    # -- sessions and state -------------------------------------------------------------------
+
+    def session(self, name: str | None = None, *,
+                loop: asyncio.AbstractEventLoop | None = None) -> Session:
+        """A conversation: call `.run(text)` as often as you like. A named session is stored
+        (in the agent's store, or `$JSONAGENT_HOME/jsonagent.db`) and goes on across processes."""
+        store = self.store_or_default() if name is not None else self.store
+        return Session(self, name, store, loop)
+
+    @property
+    def store(self) -> Store | None:
+        if self._store is not None and not hasattr(self._store, "record"):
+            from .store import open_store
+
+            self._store = open_store(self._store)
+        return self._store
+
+    def store_or_default(self) -> Store:
+        if self.store is None:
+            from .store import open_store
+
+            self._store = open_store()
+        return self._store
+
+    def save_state(self) -> str:
+        """The last run's state as JSON, to keep in a store of your own."""
+        if self.last_state is None:
+            raise ConfigError("no run to save yet")
+        return self.last_state.model_dump_json()
+
+    @staticmethod
+    def load_state(text: str) -> RunState:
+        """A state saved by `save_state`; pass it to `resume`."""
+        return RunState.model_validate_json(text)
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def _context(self, loop: asyncio.AbstractEventLoop | None = None) -> RunContext:
+        return RunContext(ask_human=bridge(self.ask_human, loop),
+                          sandbox_factory=self.sandbox_factory)
+
+    def _journal(self) -> Journal | None:
+        return Journal(self.transcript) if self.transcript else None
 
     def _default_sandbox(self):
         from sandbox import Sandbox
@@ -112,34 +215,6 @@ class Agent:
             raise ConfigError(f"sandbox refused to start: {exc}") from None
 
 
-def _bridge(ask: AskHuman | None, loop: asyncio.AbstractEventLoop | None):
-    """A plain function the sync loop can call, whatever kind of callback the user gave."""
-    if ask is None:
-        return None
-
-    def call(question: str) -> str:
-        answer = ask(question)
-        if inspect.isawaitable(answer):
-            answer = _wait(answer, loop)
-        if answer is None:
-            raise NeedsHuman(question)
-        return str(answer)
-
-    return call
-
-
-def _wait(awaitable: Awaitable, loop: asyncio.AbstractEventLoop | None) -> Any:
-    import asyncio
-    import concurrent.futures
-
-    async def run():
-        return await awaitable
-
-    if loop is not None:  # arun: answer on the caller's own event loop
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # sync run() inside a running loop
-        return pool.submit(asyncio.run, run()).result()
+def confirm_code(config: AgentConfig) -> AgentConfig:
+    """`config` with the code interpreter's calls waiting for approval."""
+    return config.model_copy(update={"confirm": sorted({*config.confirm, CODE_TOOL})})

@@ -30,3 +30,5 @@ class AgentConfig(BaseModel):
     """Seconds one code-interpreter call may run."""
     require_isolation: bool = False
     """Refuse to run code unless every sandbox protection is in force."""
+    confirm: list[str] = []
+    """Tools whose every call waits for a person's approval, beside those whose spec says so."""

@@ -1,5 +1,10 @@
-"""The agent loop. It orchestrates only: parsing lives in envelope, tools in toolset,
-the record in journal."""
+"""The agent loop: an iterator of events that advances a `RunState`.
+
+It orchestrates only: parsing lives in envelope, tools in tools/, the record in the
+consumers of its events (journal, store, display). A run ends because of its data: the
+task-complete tool was called, the steps ran out, or a step waits for a person
+(`RunEnd(status="needs_human")`, after which the state says what it waits for).
+"""
 
 from __future__ import annotations
 
@@ -7,199 +12,284 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
-from . import journal as ev
-from .tools.core import NeedsHuman
+from . import events as ev
 from .config import JSON_MODES, AgentConfig
-from .envelope import Parsed, ReplyProblem, Step, parse_reply, response_format
+from .envelope import Parsed, ReplyProblem, parse_reply, response_format
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
+from .hooks import Hooks, ToolCall, Veto
 from .models import Model, ModelReply
-from .prompt import prompt_style
-from .state import Message
-from .result import RunResult, StepRecord
-from .tools.tool import RunContext, Tool
+from .prompt import JsonStyle, note
+from .result import RunResult
+from .state import Message, Pending, RunState, StepRecord
+from .tools.core import CODE_TOOL
+from .tools.tool import RunContext
 from .tools.toolset import Toolset
 
 log = logging.getLogger("jsonagent")
 
+Generator = Iterator[ev._Event]
 
-class Session:
-    """One conversation: its messages, its sandbox and its JSON mode outlive a single run."""
 
-    def __init__(self, model: Model, toolset: Toolset, system: str, config: AgentConfig,
-                 ctx: RunContext, sinks: list[Callable[[Any], None]],
-                 output_type: type | None = None):
-        self.model, self.toolset, self.config, self.ctx = model, toolset, config, ctx
-        self.sinks, self.output_type = sinks, output_type
-        self.messages: list[Message] = [Message(role="system", content=system)]
-        self.style = prompt_style()
-        self.json_mode = config.json_mode or getattr(model, "default_json_mode", "object")
-        self.pending: StepRecord | None = None  # an ask-human call nobody has answered yet
-        self.cancel = threading.Event()
+@dataclass(frozen=True)
+class Resume:
+    """The input that lets a paused run go on."""
 
-    def run(self, text: str) -> RunResult:
-        """A user message, or the answer to the pending question, then steps until an end."""
-        self.result = RunResult(status="failed", json_mode=self.json_mode)
-        self._emit(ev.RunStart(question=text, model=getattr(self.model, "name", "?"),
-                               json_mode=self.json_mode, config=self.config.model_dump(),
-                               toolset=self.toolset.fingerprint(), tools=self.toolset.names))
-        if self.pending is not None:
-            self._emit(ev.ToolResult(step=self.pending.index, tool=self.pending.tool,
-                                     observation=text, error=False, duration_s=0.0))
-            self._observe(self.pending.tool, text)
-            self.pending = None
-        else:
-            self.messages.append(Message(role="user", content=text))
+    answer: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+
+
+class Loop:
+    def __init__(self, model: Model, toolset: Toolset, config: AgentConfig, ctx: RunContext,
+                 style: JsonStyle, hooks: Hooks, approve: Callable[[str, dict], bool | None] | None,
+                 output_type: type | None = None, cancel: threading.Event | None = None):
+        self.model, self.toolset, self.config, self.ctx, self.style = model, toolset, config, ctx, style
+        self.hooks, self.approve, self.output_type = hooks, approve, output_type
+        self.cancel = cancel or threading.Event()
+        self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
+
+    def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
+        """Events until the run ends or pauses; the last one is always a RunEnd."""
+        self.s = state
         try:
-            return self._loop()
-        except NeedsHuman as nh:
-            return self._end("needs_human", pending_question=nh.question)
+            if state.seq == 0:
+                yield self._event(ev.RunStart(
+                    question=state.question, model=state.model, json_mode=state.json_mode,
+                    config=state.config, toolset=state.toolset, tools=state.tools))
+            else:
+                yield from self._resume(resume or Resume())
+            yield from self._steps()
         except KeyboardInterrupt:
-            return self._end("interrupted", error="interrupted by the user")
+            yield from self._interrupted()
         except JsonAgentError as exc:
-            return self._end("failed", error=str(exc))
+            yield self._end("failed", error=str(exc))
         except Exception as exc:  # a bug: record the end, then let it surface
-            self._end("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            yield self._end("failed", error=f"internal error: {type(exc).__name__}: {exc}")
             raise
 
-    def _loop(self) -> RunResult:
-        for index in range(1, self.config.max_steps + 1):
+    def _steps(self) -> Generator:
+        s = self.s
+        while s.status == "running":
+            if s.in_flight:  # resumed after a crash or an approval: run its tool now
+                yield from self._act(s.steps[-1])
+                continue
+            if len(s.steps) >= self.config.max_steps:
+                yield self._end("max_steps", error=f"stopped after {self.config.max_steps} steps "
+                                "without calling " + self.toolset.final.name)
+                return
             if self.cancel.is_set():
                 raise KeyboardInterrupt
             t0 = time.perf_counter()
-            parsed = self._next_step(index)
+            index = len(s.steps) + 1
+            parsed = yield from self._next_step(index)
             if isinstance(parsed, ReplyProblem):
-                return self._end("failed", error=f"no valid reply after "
-                                 f"{self.config.max_reasks + 1} tries: {parsed.message}")
-            step, tool = parsed.step, self.toolset.get(parsed.step.tool_name)
-            record = StepRecord(index=index, thought=step.thought, tool=step.tool_name,
-                                args=step.args_list, repairs=parsed.repairs,
-                                model_s=time.perf_counter() - t0)
-            self.result.steps.append(record)
-            self.messages.append(Message(role="assistant", content=step.to_json()))
-            self._emit(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
-                                    args=step.args_list, repairs=parsed.repairs))
-            if not tool.final:
-                self._act(tool, step, record)
-            elif (answer := self._answer(step, record)) is not None:
-                return self._end("completed", answer=answer[0])
-        return self._end("max_steps", error=f"stopped after {self.config.max_steps} steps "
-                         "without calling " + self.toolset.final.name)
+                yield self._end("failed", error=f"no valid reply after "
+                                f"{self.config.max_reasks + 1} tries: {parsed.message}")
+                return
+            step = parsed.step
+            s.steps.append(StepRecord(index=index, thought=step.thought, tool=step.tool_name,
+                                      args=step.args_list, repairs=parsed.repairs,
+                                      model_s=time.perf_counter() - t0))
+            s.messages.append(Message(role="assistant", content=step.to_json()))
+            yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
+                                           args=step.args_list, repairs=parsed.repairs))
 
-    def _next_step(self, index: int) -> Parsed | ReplyProblem:
+    def _next_step(self, index: int) -> Iterator[ev._Event]:
         """Ask the model; re-ask with the precise problem until valid or out of budget.
-        Failed attempts never enter the history."""
+        Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
         for attempt in range(self.config.max_reasks + 1):
-            reply = self._complete(self.messages + extra, index, attempt)
+            reply = yield from self._complete(self.s.messages + extra, index, attempt)
             parsed = parse_reply(reply.text, self.toolset)
-            self.result.stats.repairs += len(parsed.repairs)
+            self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
                 return parsed
-            self.result.stats.invalid_replies += 1
+            self.s.stats.invalid_replies += 1
             if attempt < self.config.max_reasks:
-                self.result.stats.reasks += 1
-                self._emit(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
-                                    problem=parsed.message))
+                self.s.stats.reasks += 1
+                yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
+                                           problem=parsed.message))
                 extra += [Message(role="assistant", content=reply.text),
                           Message(role="user", content=parsed.for_model(self.toolset))]
         return parsed
 
-    def _complete(self, messages: list[Message], index: int, attempt: int) -> ModelReply:
+    def _complete(self, messages: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
         while True:
-            fmt = response_format(self.json_mode, self.toolset, self.config.thought_max_chars)
+            fmt = response_format(self.s.json_mode, self.toolset, self.config.thought_max_chars)
+            self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply = self.model.complete(
+                reply: ModelReply = self.model.complete(
                     self.style.render(messages, self.config.observation_role), fmt)
             except ResponseFormatRejected as exc:
-                self._step_down(str(exc))
+                yield self._step_down(str(exc))
                 continue
-            self.result.stats.model_calls += 1
-            self.result.usage += reply.usage
-            self._emit(ev.ModelCall(step=index, attempt=attempt, raw=reply.text, usage=reply.usage,
-                                    latency_s=round(time.perf_counter() - t0, 4),
-                                    json_mode=self.json_mode))
+            self.s.stats.model_calls += 1
+            self.s.usage += reply.usage
+            self.hooks.call("after_model", self.s, reply)
+            yield self._event(ev.ModelCall(step=index, attempt=attempt, raw=reply.text,
+                                           usage=reply.usage, json_mode=self.s.json_mode,
+                                           latency_s=round(time.perf_counter() - t0, 4)))
             return reply
 
-    def _step_down(self, reason: str) -> None:
+    def _step_down(self, reason: str) -> ev.JsonModeChange:
         """The endpoint refused our response_format: use the next weaker mode from now on."""
-        if self.json_mode == "prompt":
+        if self.s.json_mode == "prompt":
             raise ModelError(reason)
-        old, self.json_mode = self.json_mode, JSON_MODES[JSON_MODES.index(self.json_mode) + 1]
-        self.result.json_mode = self.json_mode
+        old = self.s.json_mode
+        self.s.json_mode = JSON_MODES[JSON_MODES.index(old) + 1]
         log.warning("endpoint rejected json mode %r (%s); using %r for the rest of the run",
-                    old, reason, self.json_mode)
-        self._emit(ev.JsonModeChange(old=old, new=self.json_mode, reason=reason))
+                    old, reason, self.s.json_mode)
+        return self._event(ev.JsonModeChange(old=old, new=self.s.json_mode, reason=reason))
 
-    def _act(self, tool: Tool, step: Step, record: StepRecord) -> None:
-        self.ctx.step = record.index
+    def _act(self, record: StepRecord, decision: tuple[bool, str | None] | None = None,
+             note_: str | None = None) -> Generator:
+        """Run the step's tool, or end the run: a final answer, or a pause for a person."""
+        tool = self.toolset.get(record.tool)
+        if tool is None:  # resumed with tools that no longer have it
+            raise UserError(f"the run's step {record.index} calls {record.tool!r}, which this "
+                            f"agent does not have")
+        if tool.final:
+            answer = self._answer(record)
+            if answer is not None:
+                yield self._end("completed", answer=answer[0])
+            else:
+                yield self._record(record)
+            return
+        if record.tool in self.confirm and decision is None:
+            verdict = self.approve(record.tool, record.args) if self.approve else None
+            if verdict is None:
+                yield self._pause(Pending(kind="approval", tool=record.tool, args=record.args))
+                return
+            decision = (bool(verdict), None)
+        if decision is not None:
+            yield self._event(ev.Approval(step=record.index, tool=record.tool,
+                                          approved=decision[0], reason=decision[1]))
+            if not decision[0]:
+                reason = f": {decision[1]}" if decision[1] else ""
+                record.observation, record.error = {"error": note("denied", reason=reason)}, True
+                yield self._record(record, note_)
+                return
+        call = self.hooks.before_tool(self.s, ToolCall(record.tool, record.args))
         t0 = time.perf_counter()
+        if isinstance(call, Veto):
+            record.observation, record.error = {"error": call.message}, True
+        else:
+            out, record.error = self._invoke(call)
+            if isinstance(out, Pending):  # nobody could answer: pause until someone does
+                yield self._pause(out)
+                return
+            record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
+        record.tool_s = time.perf_counter() - t0
+        yield self._record(record, note_ or self._repeat_note(record))
+
+    def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
+        tool = self.toolset.get(call.tool)
+        if tool is None:
+            return {"error": f"unknown tool {call.tool!r}"}, True
+        self.ctx.step = len(self.s.steps)
+        self.s.code_used |= call.tool == CODE_TOOL
         try:
-            record.observation = ev.jsonable(tool.invoke(step.args_list, self.ctx))
-        except NeedsHuman:
-            self.pending = record
-            raise
+            out = tool.invoke(call.args, self.ctx)
         except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
             raise
         except ToolError as exc:
-            record.observation, record.error = {"error": str(exc)}, True
+            return {"error": str(exc)}, True
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
-            record.observation, record.error = {"error": f"{type(exc).__name__}: {exc}"}, True
-        record.tool_s = time.perf_counter() - t0
-        self._record(record, self._repeat_note(record))
+            return {"error": f"{type(exc).__name__}: {exc}"}, True
+        return (out if isinstance(out, Pending) else ev.jsonable(out)), False
 
     def _repeat_note(self, record: StepRecord) -> str | None:
         """Small models loop on a call, or on two in turn, while their thought already holds
         the answer. The observation alone never stops them; a plain word sometimes does
         (3 of 14 loops on the 1.5B in bench/results)."""
-        same = [s.index for s in self.result.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
+        same = [s.index for s in self.s.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
         if not same:
             return None
-        return (f"This call repeats step {same[-1]} exactly. Do not call it again: use "
-                f"the results you have, try something different, or call "
-                f"{self.toolset.final.name} with your answer.")
+        return note("repeat", step=same[-1], final=self.toolset.final.name)
 
-    def _record(self, record: StepRecord, note: str | None = None) -> None:
-        self._emit(ev.ToolResult(step=record.index, tool=record.tool, observation=record.observation,
-                                 error=record.error, duration_s=round(record.tool_s, 4), note=note))
-        self._observe(record.tool, record.observation, note)
+    def _record(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
+        self._observe(record.tool, record.observation, note_)
+        return self._event(ev.ToolResult(step=record.index, tool=record.tool,
+                                         observation=record.observation, error=record.error,
+                                         duration_s=round(record.tool_s, 4), note=note_))
 
-    def _answer(self, step: Step, record: StepRecord) -> tuple[Any] | None:
+    def _answer(self, record: StepRecord) -> tuple[Any] | None:
         """The final answer, or None after telling the model why it does not validate."""
         if self.output_type is None:
-            args = step.args_list
+            args = record.args
             return (args["output"] if set(args) == {"output"} else args,)
         from pydantic import TypeAdapter, ValidationError
 
         try:
-            return (TypeAdapter(self.output_type).validate_python(step.args_list),)
+            return (TypeAdapter(self.output_type).validate_python(record.args),)
         except ValidationError as exc:
             problem = "; ".join(f"/{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            record.observation, record.error = {"error": f"answer rejected: {problem}"}, True
-            self._record(record)
+            record.observation, record.error = {"error": note("answer_rejected", problem=problem)}, True
             return None
 
-    def _observe(self, tool_name: str, response: Any, note: str | None = None) -> None:
+    def _observe(self, tool_name: str, response: Any, note_: str | None = None) -> None:
         text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
         limit = self.config.max_observation_chars
         if len(text) > limit:
             response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
-        message = {"tool_name": tool_name, "response": response} | ({"note": note} if note else {})
-        content = json.dumps(message, ensure_ascii=False)
-        self.messages.append(Message(role="observation", content=content))
+        body = {"tool_name": tool_name, "response": response} | ({"note": note_} if note_ else {})
+        self.s.messages.append(Message(role="observation",
+                                       content=json.dumps(body, ensure_ascii=False)))
 
-    def _end(self, status: str, answer: Any = None, error: str | None = None,
-             pending_question: str | None = None) -> RunResult:
-        r = self.result
-        r.status, r.answer, r.error, r.pending_question = status, answer, error, pending_question
-        self._emit(ev.RunEnd(status=status, answer=ev.jsonable(answer), error=error,
-                             pending_question=r.pending_question, usage=r.usage,
-                             stats=r.stats.model_dump()))
-        return r
+    def _resume(self, resume: Resume) -> Generator:
+        s = self.s
+        restarted = note("restarted") if s.code_used and "sandbox" not in self.ctx.state else None
+        pending, s.pending, s.status = s.pending, None, "running"
+        yield self._event(ev.RunResumed(answer=resume.answer, approved=resume.approved,
+                                        reason=resume.reason, note=restarted))
+        if pending is None:  # an interrupted run goes on
+            if restarted and not s.in_flight:
+                s.messages.append(Message(role="user", content=restarted))
+            elif restarted:
+                yield from self._act(s.steps[-1], note_=restarted)
+            return
+        record = s.steps[-1]
+        if pending.kind == "question":
+            record.observation = resume.answer
+            yield self._record(record, restarted)
+        else:
+            yield from self._act(record, decision=(bool(resume.approved), resume.reason),
+                                 note_=restarted)
 
-    def _emit(self, event: Any) -> None:
-        for sink in self.sinks:
-            sink(event)
+    def _interrupted(self) -> Generator:
+        """Ctrl-C: the tool call in flight gets an observation, so the history stays whole
+        and the session can go on."""
+        s = self.s
+        if s.in_flight and s.status == "running":
+            record = s.steps[-1]
+            record.observation, record.error = {"error": note("interrupted")}, True
+            yield self._record(record)
+        yield self._end("interrupted", error="interrupted by the user")
 
+    def _pause(self, pending: Pending) -> ev.RunEnd:
+        self.s.pending = pending
+        return self._end("needs_human")
+
+    def _end(self, status: str, answer: Any = None, error: str | None = None) -> ev.RunEnd:
+        s = self.s
+        s.status, s.answer, s.error = status, ev.jsonable(answer), error
+        result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=s.usage,
+                           stats=s.stats, error=error, pending=s.pending, json_mode=s.json_mode,
+                           run_id=s.run_id, session_id=s.session_id)
+        try:
+            self.hooks.call("on_end", s, result)
+        except JsonAgentError as exc:
+            s.status, s.error, s.pending = "failed", str(exc), None
+            result = result.model_copy(update={"status": "failed", "error": str(exc), "pending": None})
+        return self._event(ev.RunEnd(status=s.status, answer=s.answer, error=s.error,
+                                     pending=s.pending, usage=s.usage,
+                                     stats=s.stats.model_dump(), result=result))
+
+    def _event(self, event: ev._Event) -> Any:
+        self.s.seq += 1
+        event.run_id, event.session_id, event.seq = self.s.run_id, self.s.session_id, self.s.seq
+        return event

@@ -47,6 +47,16 @@ def template(name: str) -> str:
     return files("jsonagent").joinpath("prompts", name).read_text("utf-8")
 
 
+def note(name: str, **fields: object) -> str:
+    """A note the loop adds for the model, from prompts/notes.json."""
+    return _notes()[name].format(**fields)
+
+
+@functools.lru_cache(maxsize=1)
+def _notes() -> dict[str, str]:
+    return json.loads(template("notes.json"))
+
+
 STYLES = {"json": JsonStyle()}
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import uuid
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_serializer
+
+from .models import Usage
 
 Role = Literal["system", "user", "assistant", "observation"]
+STATE_VERSION = 1
 
 
 class Message(BaseModel):
@@ -19,3 +23,87 @@ class Message(BaseModel):
 
     role: Role
     content: str
+
+
+Status = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
+
+
+class StepRecord(BaseModel):
+    index: int
+    thought: str
+    tool: str
+    args: dict[str, Any]
+    observation: Any = None
+    error: bool = False
+    """The tool failed or the call was refused; `observation` holds what the model was told."""
+    repairs: list[str] = []
+    model_s: float = 0.0
+    """Time spent waiting for the model, re-asks included."""
+    tool_s: float = 0.0
+
+
+class Stats(BaseModel):
+    model_calls: int = 0
+    repairs: int = 0
+    reasks: int = 0
+    invalid_replies: int = 0
+
+
+class Pending(BaseModel):
+    """What a paused run waits for: `{"kind": "question", "question": ...}` or
+    `{"kind": "approval", "tool": ..., "args": ...}`. It concerns the run's last step."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["question", "approval"]
+    question: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _no_nulls(self, handler):  # one shape everywhere, nested or not
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class RunState(BaseModel):
+    """Everything needed to continue a run, in this process or another one.
+
+    `messages` is the whole conversation the model sees (the session's earlier runs too);
+    `steps` are this run's. The run is waiting for a tool's result when the last message is
+    the assistant's step and nothing is pending: that step is the one in flight.
+    """
+
+    v: int = STATE_VERSION
+    run_id: str
+    session_id: str
+    question: str
+    status: str = "running"
+    """running, or a RunResult status once it stopped (needs_human pauses it)."""
+    messages: list[Message]
+    steps: list[StepRecord] = []
+    pending: Pending | None = None
+    json_mode: str
+    usage: Usage = Usage()
+    stats: Stats = Stats()
+    answer: Any = None
+    """The final answer, as JSON data."""
+    error: str | None = None
+    seq: int = 0
+    """Number of the last event emitted."""
+    config: dict[str, Any] = {}
+    toolset: str = ""
+    """Fingerprint of the tool specs the run was started with."""
+    tools: list[str] = []
+    model: str = ""
+    origin: dict[str, Any] = {}
+    """How the front end built the agent (the CLI's options), so that it can be built again."""
+    code_used: bool = False
+    """The code interpreter ran in this conversation: its variables die with the process."""
+
+    @property
+    def in_flight(self) -> bool:
+        return self.pending is None and bool(self.messages) and self.messages[-1].role == "assistant"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"

@@ -18,14 +18,22 @@ class ScriptedModel:
 
     A dict reply is sent as its JSON; an exception instance is raised instead of
     replying, to script endpoint failures. Every request is kept in `.requests`.
+
+    By default the replies are a queue that runs on across runs. With `replay=True` (what
+    `scripted:FILE` gives), each run picks its reply from the number of model calls it has
+    already made, so every run starts at the first reply and a resumed run goes on where
+    it stopped, in any process.
     """
 
     default_json_mode = "object"
 
-    def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted"):
+    def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted",
+                 replay: bool = False):
         self.name = name
         self._fn = replies if callable(replies) else None
         self._queue: list[Reply] = [] if callable(replies) else list(replies)
+        self._replay = replay
+        self._position = 0
         self.requests: list[dict[str, Any]] = []
 
     @classmethod
@@ -43,20 +51,30 @@ class ScriptedModel:
             raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
         if not isinstance(data, list):
             raise ConfigError(f"{path}: a script is a JSON list of replies")
-        return cls(data, name=f"scripted:{path}")
+        return cls(data, name=f"scripted:{path}", replay=True)
 
     def enqueue(self, *replies: Reply) -> None:
         self._queue.extend(replies)
 
-    def complete(self, messages: list[Message], response_format: dict | None) -> ModelReply:
+    def seek(self, model_calls: int) -> None:
+        """Called when a run starts or resumes, with the model calls it already made."""
+        if self._replay:
+            self._position = model_calls
+
+    def complete(self, messages: list[Message], response_format: dict | None, *,
+                 stop: list[str] | None = None) -> ModelReply:
         self.requests.append({"messages": [dict(m) for m in messages],
-                              "response_format": response_format})
+                              "response_format": response_format, "stop": stop})
         if self._fn is not None:
             reply = self._fn(messages, response_format)
-        elif self._queue:
+        elif self._replay and self._position < len(self._queue):
+            reply = self._queue[self._position]
+            self._position += 1
+        elif not self._replay and self._queue:
             reply = self._queue.pop(0)
         else:
-            raise ModelError(f"scripted model ran out of replies after {len(self.requests) - 1}")
+            made = self._position if self._replay else len(self.requests) - 1
+            raise ModelError(f"scripted model ran out of replies after {made}")
         if isinstance(reply, BaseException):
             raise reply
         if isinstance(reply, ModelReply):

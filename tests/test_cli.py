@@ -77,14 +77,14 @@ def test_needs_human_exit_4_without_a_tty(tmp_path):
                script(tmp_path, step("AskHumanHelpTool", {"question": "Which city?"})), stdin="")
     assert proc.returncode == 4
     assert "Which city?" in proc.stderr
-    assert read_journal(transcript)[-1].pending_question == "Which city?"
+    assert read_journal(transcript)[-1].pending.question == "Which city?"
 
 
 def test_needs_human_exit_4_with_no_input_flag(tmp_path):
     proc = cli("run", "x", "--no-input", "--output", "json", "--model",
                script(tmp_path, step("AskHumanHelpTool", {"question": "Which city?"})))
     assert proc.returncode == 4
-    assert json.loads(proc.stdout)["pending_question"] == "Which city?"
+    assert json.loads(proc.stdout)["pending"] == {"kind": "question", "question": "Which city?"}
 
 
 def test_interrupted_exit_130_keeps_the_transcript(tmp_path):
@@ -104,7 +104,8 @@ def test_interrupted_exit_130_keeps_the_transcript(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     events = read_journal(transcript)
-    assert [e.type for e in events][-2:] == ["step", "run_end"]
+    assert [e.type for e in events][-3:] == ["step", "tool_result", "run_end"]
+    assert "interrupted by the user" in events[-2].observation["error"]  # the history stays whole
     assert events[-1].status == "interrupted"
 
 
@@ -112,6 +113,8 @@ def test_interrupted_exit_130_keeps_the_transcript(tmp_path):
     (["run", "x"], "no model: pass --model"),
     (["run", "x", "--model", "scripted:/nonexistent.json"], "cannot read script"),
     (["run", "x", "--model", "gpt-4o-mini"], "no API key"),
+    (["run", "x", "--model", "local", "--base-url", "http://127.0.0.1:9/v1"],
+     "runs llama.cpp in this process, so --base-url has nothing to do"),
 ])
 def test_configuration_errors_exit_2_in_one_line(args, fragment):
     proc = cli(*args)
@@ -152,12 +155,12 @@ def test_dead_endpoint_is_one_line_exit_1():
 
 
 def test_chat_reads_turns_and_answers_pending_questions(tmp_path):
+    # a scripted:FILE run always starts at the file's first reply
     model = script(tmp_path, step("AskHumanHelpTool", {"question": "Which city?"}),
-                   step("TaskCompleteTool", {"output": "sunny in Oslo"}),
-                   step("TaskCompleteTool", {"output": "you're welcome"}))
-    proc = cli("chat", "--model", model, stdin="weather?\nOslo\nthanks\n")
+                   step("TaskCompleteTool", {"output": "sunny in Oslo"}))
+    proc = cli("chat", "--model", model, stdin="weather?\nOslo\nand tomorrow?\nBergen\n")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["sunny in Oslo", "you're welcome"]
+    assert proc.stdout.splitlines() == ["sunny in Oslo", "sunny in Oslo"]
 
 
 def test_tools_list():

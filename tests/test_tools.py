@@ -7,7 +7,8 @@ import pytest
 from pydantic import BaseModel
 
 from jsonagent import RunContext, SpecError, ToolError, Toolset, core_tools, tool
-from jsonagent.tools.core import NeedsHuman, get_time
+from jsonagent.state import Pending
+from jsonagent.tools.core import get_time
 
 
 class Point(BaseModel):
@@ -126,9 +127,8 @@ def test_get_time_unknown_zone_is_clear(zone):
 
 def test_ask_human_without_a_human_needs_one():
     ts = Toolset.build(None)
-    with pytest.raises(NeedsHuman) as info:
-        ts.get("AskHumanHelpTool").invoke({"question": "Which city?"}, RunContext())
-    assert info.value.question == "Which city?"
+    out = ts.get("AskHumanHelpTool").invoke({"question": "Which city?"}, RunContext())
+    assert out == Pending(kind="question", question="Which city?")
     ask = ts.get("AskHumanHelpTool")
     assert ask.invoke({"question": "Q"}, RunContext(ask_human=lambda q: "Oslo")) == "Oslo"
 

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import models as cli_models, sandbox as cli_sandbox, tools as cli_tools
+from . import models as cli_models, sandbox as cli_sandbox, sessions as cli_sessions, tools as cli_tools
 from .exits import EXIT, debug, guarded
 from .options import OutputChoice, RunOptions, interactive, run_options, text_arg
 
@@ -20,6 +20,7 @@ app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per
 app.add_typer(cli_tools.app, name="tools")
 app.add_typer(cli_sandbox.app, name="sandbox")
 app.add_typer(cli_models.app, name="models")
+app.add_typer(cli_sessions.app, name="sessions")
 
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the run (exit 4).")]
@@ -46,19 +47,25 @@ def _root(debug_flag: Annotated[bool, typer.Option("--debug", help="Show traceba
                         format="%(levelname)s: %(message)s", stream=sys.stderr)
 
 
-@app.command()
-@guarded
-@run_options
-def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
-        no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
-        output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
-    """Run one task and print the answer; the steps are shown live on stderr."""
-    from .display import Display
+SessionOpt = Annotated[Optional[str], typer.Option(
+    "--session", "-s", metavar="NAME",
+    help="Continue (or start) this named conversation; it is kept across processes.")]
+NoStoreOpt = Annotated[bool, typer.Option(
+    "--no-store", help="Keep no record of the run in $JSONAGENT_HOME/jsonagent.db.")]
 
-    display = Display(quiet=output is OutputChoice.json)
-    agent = opts.build_agent(ask_human=display.ask if interactive(no_input) else None,
-                             on_event=display.event, transcript=transcript)
-    result = agent.run(text_arg(question))
+
+def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, no_store: bool):
+    from ..store import default_path
+
+    live = interactive(no_input)
+    with display.working(f"loading {opts.model or 'the model'}…"):
+        return opts.build_agent(ask_human=display.ask if live else None,
+                                approve=display.approve if live else None,
+                                on_event=display.event, transcript=transcript,
+                                store=None if no_store else default_path())
+
+
+def _finish(display, result, output: OutputChoice):
     if output is OutputChoice.json:
         typer.echo(result.model_dump_json(indent=2))
     else:
@@ -69,32 +76,103 @@ def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The ta
 @app.command()
 @guarded
 @run_options
-def chat(no_input: NoInputOpt = False, transcript: TranscriptOpt = None, *, opts: RunOptions):
-    """A multi-turn conversation; variables in the code interpreter persist. Ctrl-D ends it."""
+def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
+        session: SessionOpt = None, no_input: NoInputOpt = False,
+        transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
+        output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
+    """Run one task and print its answer.
+
+    The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
+    completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled,
+    130 interrupted."""
     from .display import Display
 
-    display = Display()
-    agent = opts.build_agent(ask_human=display.ask if interactive(no_input) else None,
-                             on_event=display.event, transcript=transcript)
-    code = 0
-    with agent.session() as session:
+    display = Display(quiet=output is OutputChoice.json, stored=not no_store)
+    agent = _agent(opts, display, no_input, transcript, no_store)
+    _finish(display, agent.run(text_arg(question), session=session), output)
+
+
+@app.command()
+@guarded
+@run_options
+def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The paused run.")],
+           answer: Annotated[Optional[str], typer.Option(
+               "--answer", metavar="TEXT", help="The answer to the run's question.")] = None,
+           approve: Annotated[bool, typer.Option("--approve", help="Allow the pending call.")] = False,
+           deny: Annotated[bool, typer.Option("--deny", help="Refuse the pending call.")] = False,
+           reason: Annotated[Optional[str], typer.Option(
+               "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
+           no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
+           output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
+    """Go on with a paused or interrupted run.
+
+    The model and tools the run recorded are used again; --model and --tools override them."""
+    from ..errors import ConfigError
+    from ..store import open_store
+    from .display import Display
+
+    if approve and deny:
+        raise ConfigError("--approve and --deny exclude each other")
+    state = open_store().load_run(run_id).state
+    display = Display(quiet=output is OutputChoice.json, stored=True)
+    agent = _agent(opts.over(state.origin), display, no_input, transcript, no_store=False)
+    if "tools" not in opts.given and agent.toolset.fingerprint() != state.toolset:
+        raise ConfigError(f"the tools of run {run_id} changed since it was recorded "
+                          f"({', '.join(map(str, agent.origin['tools'])) or 'the bundled tools'}); "
+                          "pass --tools to choose the tools to resume with")
+    decision = True if approve else False if deny else None
+    _finish(display, agent.resume(run_id, answer=None if answer is None else text_arg(answer),
+                                  approve=decision, reason=reason), output)
+
+
+CHAT_HELP = """/help   this text
+/reset  start a new conversation (the old one stays stored)
+/exit   leave (so do Ctrl-D and Ctrl-C at the prompt)
+Ctrl-C during a turn cancels that turn; the conversation goes on."""
+
+
+@app.command()
+@guarded
+@run_options
+def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
+         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False, *, opts: RunOptions):
+    """Talk with the agent, turn after turn.
+
+    History and the code interpreter's variables carry over between turns; with --session
+    the conversation is kept and goes on in a later chat. Type /help inside for the rest."""
+    from .display import Display
+
+    display = Display(stored=not no_store)
+    agent = _agent(opts, display, no_input, transcript, no_store)
+    conversation = agent.session(session)
+    try:
         while True:
-            try:
-                text = display.read(display.user_prompt(session.pending))
-            except EOFError:
-                break
-            except KeyboardInterrupt:
-                code = EXIT["interrupted"]
-                break
-            if text.strip() in ("exit", "quit", ":q"):
-                break
-            if text.strip():
-                result = session.run(text_arg(text))
-                display.result(result)
-                if result.status == "interrupted":
-                    code = EXIT["interrupted"]
+            pending = conversation.pending
+            if pending is not None and pending.kind == "approval":
+                decision = display.approve(pending.tool, pending.args or {})
+                if decision is None:
                     break
-    raise typer.Exit(code)
+                display.result(conversation.resume(approve=decision))
+                continue
+            try:
+                text = display.read(display.user_prompt(pending)).strip()
+            except (EOFError, KeyboardInterrupt):
+                display.err.print()  # the shell's prompt starts on a line of its own
+                break
+            if text in ("/exit", "/quit", "exit", "quit"):
+                break
+            if text == "/help":
+                display.err.print(CHAT_HELP, highlight=False, markup=False)
+            elif text == "/reset":
+                conversation.close()
+                conversation = agent.session()
+                display.err.print("[dim]new conversation[/]")
+            elif text:
+                result = conversation.run(text_arg(text))
+                display.result(result)
+    finally:
+        conversation.close()
+    raise typer.Exit(0)
 
 
 def main() -> None:

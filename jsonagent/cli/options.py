@@ -50,17 +50,38 @@ class RunOptions(BaseModel):
     max_steps: int = 10
     json_mode: str | None = None
     sandbox: str = "auto"
+    confirm_code: bool = False
+    given: set[str] = set()
+    """The options set on the command line (the rest are defaults)."""
 
-    def build_agent(self, ask_human=None, on_event=None, transcript: Path | None = None):
+    def build_agent(self, ask_human=None, approve=None, on_event=None,
+                    transcript: Path | None = None, store=None):
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
 
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
-                             require_isolation=self.sandbox == "strict")
+                             require_isolation=self.sandbox == "strict",
+                             confirm=["CodeInterpreterTool"] if self.confirm_code else [])
         return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
-                     tools=self.tool_sources(), ask_human=ask_human, config=config,
-                     transcript=transcript, on_event=on_event)
+                     tools=self.tool_sources(), ask_human=ask_human, approve=approve,
+                     config=config, transcript=transcript, on_event=on_event, store=store,
+                     origin=self.recorded())
+
+    def recorded(self) -> dict[str, Any]:
+        """What a stored run keeps of these options, so `resume` can build the agent again:
+        never the API key, and tool files as absolute paths."""
+        data = self.model_dump(mode="json", exclude={"api_key", "given"})
+        data["tools"] = [str(Path(t).resolve()) for t in self.tools]
+        data["mcp_config"] = [str(Path(t).resolve()) for t in self.mcp_config]
+        return data
+
+    def over(self, recorded: dict[str, Any]) -> RunOptions:
+        """The recorded options, with those given on this command line on top."""
+        base = RunOptions.model_validate({k: v for k, v in recorded.items()
+                                          if k in RunOptions.model_fields})
+        return base.model_copy(update={k: getattr(self, k) for k in self.given} | {
+            "api_key": self.api_key, "given": self.given})
 
     def tool_sources(self) -> list:
         """The built-ins (unless --no-core-tools), then --tools, then the MCP servers."""
@@ -128,6 +149,8 @@ _SHARED: dict[str, tuple[Any, Any]] = {
     "sandbox": (Annotated[SandboxChoice, typer.Option(
         "--sandbox", help="strict: refuse to run code unless every isolation is in force.")],
         SandboxChoice.auto),
+    "confirm_code": (Annotated[bool, typer.Option(
+        "--confirm-code", help="Ask before each run of the code interpreter.")], False),
 }
 
 
@@ -139,6 +162,9 @@ def run_options(fn):
            for p in sig.parameters.values() if p.name != "opts"]
     shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=dflt)
               for name, (ann, dflt) in _SHARED.items()]
+    # typer fills a parameter typed Context in: it tells which options were given
+    shared.append(inspect.Parameter("_click_ctx", inspect.Parameter.KEYWORD_ONLY,
+                                    annotation=typer.Context))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -146,7 +172,8 @@ def run_options(fn):
         values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
         for key in ("tools", "mcp", "mcp_config"):
             values[key] = values[key] or []
-        return fn(*args, opts=RunOptions(**values), **kwargs)
+        given = _given(kwargs.pop("_click_ctx", None))
+        return fn(*args, opts=RunOptions(**values, given=given), **kwargs)
 
     positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
     keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
@@ -154,6 +181,14 @@ def run_options(fn):
     wrapper.__signature__ = sig.replace(parameters=params)
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper
+
+
+def _given(ctx: typer.Context | None) -> set[str]:
+    if ctx is None:
+        return set()
+    sources = {name: ctx.get_parameter_source(name) for name in _SHARED}
+    return {name for name, source in sources.items()
+            if source is not None and source.name != "DEFAULT"}
 
 
 def text_arg(text: str) -> str:

@@ -111,7 +111,7 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
     """Call one tool directly, as the agent would, and print its result as JSON."""
     from ..agent import Agent
     from ..errors import ToolError
-    from ..tools.core import NeedsHuman
+    from ..state import Pending
     from .display import Display
     from .options import tool_sources
 
@@ -128,10 +128,10 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
         with agent.session() as session:
             try:
                 out = tool.invoke(values, session.ctx)
-            except NeedsHuman as nh:
-                fail(f"needs a human to answer: {nh.question}", EXIT["needs_human"])
             except ToolError as exc:
                 fail(f"{name}: {exc}", 1)
+        if isinstance(out, Pending):
+            fail(f"needs a human to answer: {out.question}", EXIT["needs_human"])
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
 
 

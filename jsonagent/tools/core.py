@@ -7,15 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ToolError
+from ..state import Pending
 from .tool import RunContext
-
-
-class NeedsHuman(Exception):
-    """Control flow, not an error: the run must pause until a person answers `question`."""
-
-    def __init__(self, question: str):
-        super().__init__(question)
-        self.question = question
 
 
 def get_time(timezone: str | None = None, format: str | None = None) -> dict[str, Any]:
@@ -38,10 +31,10 @@ def get_time(timezone: str | None = None, format: str | None = None) -> dict[str
     return {"now": text, "timezone": timezone or now.tzname(), "weekday": now.strftime("%A")}
 
 
-def ask_human(question: str, ctx: RunContext) -> str:
-    if ctx.ask_human is None:
-        raise NeedsHuman(question)
-    return ctx.ask_human(question)
+def ask_human(question: str, ctx: RunContext) -> str | Pending:
+    """The person's answer; with nobody to answer now, a Pending that pauses the run."""
+    answer = ctx.ask_human(question) if ctx.ask_human is not None else None
+    return Pending(kind="question", question=question) if answer is None else str(answer)
 
 
 def task_complete(**answer: Any) -> dict[str, Any]:
@@ -80,3 +73,4 @@ BUILTINS = {
 }
 FINAL_TOOL = "TaskCompleteTool"
 ASK_HUMAN_TOOL = "AskHumanHelpTool"
+CODE_TOOL = "CodeInterpreterTool"

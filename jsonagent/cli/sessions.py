@@ -1,0 +1,116 @@
+"""`jsonagent sessions ...`: the stored conversations and their runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .exits import fail, guarded
+from .options import OutputChoice
+
+app = typer.Typer(help="Stored conversations: list, show, export and delete them.",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A session's name or id.")]
+OutputOpt = Annotated[OutputChoice, typer.Option("--output", "-o", help="text or json.")]
+
+
+def _store():
+    from ..store import open_store
+
+    return open_store()
+
+
+def _session(store, name: str):
+    info = store.find_session(name)
+    if info is None:
+        fail(f"no session {name!r} in {store.path}", 2)
+    return info
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+
+
+@app.command("list")
+@guarded
+def list_sessions(output: OutputOpt = OutputChoice.text):
+    """Every session, newest first: name, runs, last status."""
+    sessions = _store().sessions()
+    if output is OutputChoice.json:
+        typer.echo(json.dumps([{"id": s.id, "name": s.name, "runs": s.runs,
+                                "last_run": s.last_run, "last_status": s.last_status,
+                                "created_at": s.created_at, "updated_at": s.updated_at}
+                               for s in sessions], indent=2))
+        return
+    for s in sessions:
+        typer.echo(f"{s.name or s.id:<28} {s.runs:>3} run{'' if s.runs == 1 else 's'}  "
+                   f"{s.last_status or '-':<12} {_when(s.updated_at)}")
+
+
+@app.command("show")
+@guarded
+def show(name: NameArg, output: OutputOpt = OutputChoice.text):
+    """A session's runs: question, status, steps and answer, or what a paused run waits for."""
+    from ..store import resume_command
+
+    store = _store()
+    info = _session(store, name)
+    runs = list(reversed(store.runs(session_id=info.id, limit=10_000)))
+    if output is OutputChoice.json:
+        typer.echo(json.dumps({"id": info.id, "name": info.name, "runs": [
+            {"id": r.id, "status": r.status, "question": r.question, "created_at": r.created_at,
+             "answer": r.state.answer, "error": r.state.error,
+             "pending": r.state.pending.model_dump() if r.state.pending else None,
+             "steps": [s.model_dump(mode="json") for s in r.state.steps]} for r in runs]},
+            indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"session {info.name or info.id} ({info.id}), {len(runs)} run(s)")
+    for r in runs:
+        st = r.state
+        typer.echo(f"\n{r.id}  {r.status}  {_when(r.created_at)}")
+        typer.echo(f"  you: {r.question}")
+        for step in st.steps:
+            typer.echo(f"  {step.index}. {step.tool} {json.dumps(step.args, ensure_ascii=False)[:100]}")
+        if r.status == "completed":
+            answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
+            typer.echo(f"  answer: {answer}")
+        elif r.status == "needs_human" and st.pending:
+            typer.echo(f"  waits: {resume_command(r.id, st.pending.model_dump())}")
+        elif r.status == "interrupted":
+            typer.echo(f"  go on: jsonagent resume {r.id}")
+        elif st.error:
+            typer.echo(f"  error: {st.error}")
+
+
+@app.command("export")
+@guarded
+def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
+        "--out", metavar="FILE", help="Write here instead of stdout.")] = None,
+           output: OutputOpt = OutputChoice.json):
+    """The session's events as JSONL, in order (the same lines as a --transcript file)."""
+    store = _store()
+    info = _session(store, name)
+    lines = "".join(json.dumps(e, ensure_ascii=False) + "\n"
+                    for e in store.events(session_id=info.id))
+    if out is None:
+        typer.echo(lines, nl=False)
+    else:
+        out.write_text(lines, encoding="utf-8")
+
+
+@app.command("delete")
+@guarded
+def delete(name: NameArg, output: OutputOpt = OutputChoice.text):
+    """Delete a session with its runs and events."""
+    store = _store()
+    info = _session(store, name)
+    store.delete_session(info.id)
+    if output is OutputChoice.json:
+        typer.echo(json.dumps({"deleted": info.id, "name": info.name}))
+    else:
+        typer.echo(f"deleted session {info.name or info.id} ({info.runs} run(s))")

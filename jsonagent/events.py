@@ -1,0 +1,144 @@
+"""What a run emits, as it happens: typed events, one stream for every consumer.
+
+The CLI display, the JSONL transcript (`journal`) and the store all read this one stream.
+Every event carries its run, its session, a sequence number within the run (resuming goes
+on counting) and the schema version `v`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from .models import Usage
+from .state import Pending
+
+SCHEMA_VERSION = 1
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON data for anything a tool or an answer may be: models, dataclasses, objects."""
+    def fallback(o: Any) -> Any:
+        if hasattr(o, "model_dump"):
+            return o.model_dump(mode="json")
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        if hasattr(o, "__dataclass_fields__"):
+            import dataclasses
+
+            return dataclasses.asdict(o)
+        if isinstance(o, (set, frozenset, tuple)):
+            return list(o)
+        return str(o)
+
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return json.loads(json.dumps(obj, ensure_ascii=False, default=fallback))
+
+
+class _Event(BaseModel):
+    v: int = SCHEMA_VERSION
+    run_id: str = ""
+    session_id: str = ""
+    seq: int = 0
+    """1, 2, 3... within a run; a resumed run goes on from its last number."""
+    t: float = Field(default_factory=time.time)
+    """Unix time the event happened."""
+
+
+class RunStart(_Event):
+    type: Literal["run_start"] = "run_start"
+    question: str
+    model: str
+    json_mode: str
+    config: dict[str, Any]
+    toolset: str
+    """Fingerprint of the tool specs the model was shown."""
+    tools: list[str]
+
+
+class RunResumed(_Event):
+    type: Literal["run_resumed"] = "run_resumed"
+    answer: str | None = None
+    """The person's answer to the pending question."""
+    approved: bool | None = None
+    """The decision on the pending approval."""
+    reason: str | None = None
+    note: str | None = None
+    """What the model was told about the pause (a restarted code interpreter)."""
+
+
+class ModelCall(_Event):
+    type: Literal["model_reply"] = "model_reply"
+    step: int
+    attempt: int
+    raw: str
+    """The reply exactly as it came, valid or not."""
+    usage: Usage
+    latency_s: float
+    json_mode: str
+
+
+class Reask(_Event):
+    type: Literal["reask"] = "reask"
+    step: int
+    attempt: int
+    stage: str
+    problem: str
+
+
+class JsonModeChange(_Event):
+    type: Literal["json_mode"] = "json_mode"
+    old: str
+    new: str
+    reason: str
+
+
+class StepTaken(_Event):
+    type: Literal["step"] = "step"
+    step: int
+    thought: str
+    tool: str
+    args: dict[str, Any]
+    repairs: list[str]
+
+
+class Approval(_Event):
+    type: Literal["approval"] = "approval"
+    step: int
+    tool: str
+    approved: bool
+    reason: str | None = None
+
+
+class ToolResult(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    step: int
+    tool: str
+    observation: Any
+    error: bool
+    duration_s: float
+    note: str | None = None
+    """What the loop added for the model beside the observation."""
+
+
+class RunEnd(_Event):
+    """The last event of a run, or of one stretch of it when it pauses (needs_human)."""
+
+    type: Literal["run_end"] = "run_end"
+    status: str
+    answer: Any = None
+    error: str | None = None
+    pending: Pending | None = None
+    usage: Usage
+    stats: dict[str, int]
+    result: Any = Field(default=None, exclude=True)
+    """The RunResult, in memory only (the fields above are its record)."""
+
+
+Event = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
+                        Approval, ToolResult, RunEnd], Field(discriminator="type")]
+EVENT = TypeAdapter(Event)

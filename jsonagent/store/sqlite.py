@@ -1,0 +1,334 @@
+"""The SQLite store: sessions, runs (a checkpoint of each run's state) and an append-only
+events table, in one file with WAL, so readers never block the run that writes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import ConfigError
+from ..state import RunState
+from . import Owner, RunInfo, SessionBusy, SessionInfo, resume_command
+
+MIGRATIONS_TABLE = "_jsonagent_migrations"
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    _script(db, """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            name TEXT UNIQUE,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            status TEXT NOT NULL,
+            question TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            owner TEXT,
+            heartbeat_at REAL,
+            state TEXT NOT NULL
+        );
+        CREATE INDEX runs_by_session ON runs(session_id, created_at);
+        CREATE INDEX runs_by_status ON runs(status, created_at);
+        CREATE TABLE events (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            t REAL NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        );
+    """)
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    # not executescript(): it commits first, and a migration runs inside our transaction
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+# Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+
+# Events after which the state is checkpointed: the points a run can be continued from. A
+# step's model reply waits for its tool's result (one transaction a step); after a crash in
+# between, the run does that step again, model call included.
+CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
+ACTIVE = ("running", "needs_human")
+
+
+class SQLiteStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.RLock()  # one connection, shared by the threads of a server
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None,
+                                       check_same_thread=False)
+            tables = {r[0] for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path}: not a usable jsonagent database ({exc}); it was left "
+                              "as it is: move it away or pick another JSONAGENT_HOME") from None
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot open the store: {exc.strerror or exc}") from None
+        self._migrate(tables)
+        self.me = Owner.me()
+        self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
+
+    # -- schema -------------------------------------------------------------------------------
+
+    def _migrate(self, tables: set[str]) -> None:
+        db = self._db
+        if tables and MIGRATIONS_TABLE not in tables:
+            shown = ", ".join(sorted(tables)[:5])
+            raise ConfigError(f"{self.path}: not a jsonagent database (it holds other tables: "
+                              f"{shown}); it was left as it is")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing
+        db.execute("PRAGMA foreign_keys=ON")
+        with self._tx():
+            db.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                       "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+            done = {r[0] for r in db.execute(f"SELECT version FROM {MIGRATIONS_TABLE}")}
+            if done and max(done) > len(MIGRATIONS):
+                raise ConfigError(f"{self.path}: made by a newer jsonagent (schema version "
+                                  f"{max(done)}, this one knows {len(MIGRATIONS)})")
+            for version, migration in enumerate(MIGRATIONS, start=1):
+                if version not in done:
+                    migration(db)
+                    db.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?, ?)",
+                               (version, migration.__name__, time.time()))
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken up front so that concurrent writers queue."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _read(self, sql: str, args: tuple = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            cur = self._db.execute(sql, args)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def open_session(self, name: str | None) -> str:
+        now = time.time()
+        with self._tx() as db:
+            if name is not None:
+                row = db.execute("SELECT id FROM sessions WHERE name = ? OR id = ?",
+                                 (name, name)).fetchone()
+                if row:
+                    return row[0]
+            sid = f"ses_{uuid.uuid4().hex[:16]}"
+            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (sid, name, now, now))
+            return sid
+
+    def find_session(self, name_or_id: str) -> SessionInfo | None:
+        rows = [s for s in self.sessions() if name_or_id in (s.name, s.id)]
+        return rows[0] if rows else None
+
+    def sessions(self) -> list[SessionInfo]:
+        rows = self._read("""
+            SELECT s.id, s.name, s.created_at, s.updated_at, COUNT(r.id) AS runs,
+                   (SELECT id FROM runs WHERE session_id = s.id
+                    ORDER BY created_at DESC, rowid DESC LIMIT 1) AS last_run
+            FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
+            GROUP BY s.id ORDER BY s.updated_at DESC""")
+        out = []
+        for r in rows:
+            last = self.load_run(r["last_run"]) if r["last_run"] else None
+            out.append(SessionInfo(id=r["id"], name=r["name"], created_at=r["created_at"],
+                                   updated_at=r["updated_at"], runs=r["runs"],
+                                   last_run=r["last_run"], last_status=last and last.status))
+        return out
+
+    def delete_session(self, session_id: str) -> None:
+        with self._tx() as db:
+            for run_id, status, owner, beat in db.execute(
+                    "SELECT id, status, owner, heartbeat_at FROM runs WHERE session_id = ?",
+                    (session_id,)).fetchall():
+                if status == "running" and _owner(owner).alive(beat):
+                    raise SessionBusy(f"run {run_id} of this session is running; stop it first")
+            db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def start_run(self, session_id: str, build: Callable[[RunState | None], RunState],
+                  wait_s: float = 5.0) -> RunState:
+        def claim(db: sqlite3.Connection) -> RunState:
+            rows = db.execute("SELECT id, status, owner, heartbeat_at, state FROM runs "
+                              "WHERE session_id = ? ORDER BY created_at DESC, rowid DESC",
+                              (session_id,)).fetchall()
+            for run_id, status, owner, beat, _ in rows:
+                if status == "running":
+                    self._check_gone(db, run_id, owner, beat)
+                elif status == "needs_human":
+                    raise SessionBusy(f"this session's run {run_id} waits for "
+                                      f"{_waits_for(rows, run_id)}: answer it with "
+                                      f"`{resume_command(run_id, _pending(rows, run_id))}`")
+            last = RunState.model_validate_json(rows[0][4]) if rows else None
+            state = build(last)
+            now = time.time()
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (state.run_id, session_id, state.status, state.question, now, now,
+                        json.dumps(self.me.__dict__), now, state.model_dump_json()))
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            return state
+
+        return self._retry(claim, wait_s)
+
+    def claim_run(self, run_id: str, wait_s: float = 5.0) -> RunState:
+        def claim(db: sqlite3.Connection) -> RunState:
+            row = db.execute("SELECT session_id, status, owner, heartbeat_at, state FROM runs "
+                             "WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise ConfigError(f"no run {run_id} in {self.path}")
+            session_id, status, owner, beat, text = row
+            if status == "running":
+                self._check_gone(db, run_id, owner, beat)
+            elif status not in ("needs_human", "interrupted"):
+                raise ConfigError(f"run {run_id} has ended ({status}); there is nothing to resume")
+            newer = db.execute("SELECT id FROM runs WHERE session_id = ? AND created_at > "
+                               "(SELECT created_at FROM runs WHERE id = ?) LIMIT 1",
+                               (session_id, run_id)).fetchone()
+            if newer:
+                raise ConfigError(f"run {run_id} is not its session's last run ({newer[0]} came "
+                                  "after it); resuming it would fork the conversation")
+            db.execute("UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ? WHERE id = ?",
+                       (json.dumps(self.me.__dict__), time.time(), run_id))
+            state = RunState.model_validate_json(text)
+            state.status = status if status != "running" else "interrupted"
+            return state
+
+        return self._retry(claim, wait_s)
+
+    def _check_gone(self, db: sqlite3.Connection, run_id: str, owner: str | None,
+                    beat: float | None) -> None:
+        """A running run whose process is alive makes the caller wait; one whose process
+        died is marked interrupted, so it can be resumed when someone asks."""
+        who = _owner(owner)
+        if who.alive(beat):
+            raise _Busy(f"run {run_id} is running (pid {who.pid} on {who.host})")
+        db.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+
+    def _retry(self, claim: Callable[[sqlite3.Connection], RunState], wait_s: float) -> RunState:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with self._tx() as db:
+                    return claim(db)
+            except _Busy as exc:
+                if time.monotonic() >= deadline:
+                    raise SessionBusy(f"session busy: {exc}") from None
+                time.sleep(0.05)
+
+    def record(self, event: Any, state: RunState) -> None:
+        """Events wait in memory until their run's next checkpoint, then go in one
+        transaction with the state: a step costs one transaction, not three."""
+        row = (event.run_id, event.seq, event.type, event.t, event.model_dump_json())
+        with self._lock:  # runs of a server share this store from several threads
+            waiting = self._pending.setdefault(event.run_id, [])
+            waiting.append(row)
+            if event.type not in CHECKPOINTS:
+                return
+            now = time.time()
+            with self._tx() as db:
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
+                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
+                           "heartbeat_at = ? WHERE id = ?",
+                           (state.model_dump_json(), state.status, now, now, state.run_id))
+            del self._pending[event.run_id]
+
+    def load_run(self, run_id: str) -> RunInfo:
+        rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
+                          "WHERE r.id = ?", (run_id,))
+        if not rows:
+            raise ConfigError(f"no run {run_id} in {self.path}")
+        return self._info(rows[0])
+
+    def last_run(self, session_id: str) -> RunState | None:
+        rows = self._read("SELECT state FROM runs WHERE session_id = ? "
+                          "ORDER BY created_at DESC, rowid DESC LIMIT 1", (session_id,))
+        return RunState.model_validate_json(rows[0]["state"]) if rows else None
+
+    def runs(self, session_id: str | None = None, status: str | None = None,
+             limit: int = 50, offset: int = 0) -> list[RunInfo]:
+        where, args = [], []
+        if session_id:
+            where.append("r.session_id = ?")
+            args.append(session_id)
+        if status and status != "interrupted":
+            where.append("r.status = ?")
+            args.append(status)
+        sql = ("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY r.created_at DESC, r.rowid DESC")
+        infos = [self._info(r) for r in self._read(sql, tuple(args))]
+        if status:
+            infos = [i for i in infos if i.status == status]
+        return infos[offset:offset + limit]
+
+    def _info(self, row: dict[str, Any]) -> RunInfo:
+        status = row["status"]
+        if status == "running" and not _owner(row["owner"]).alive(row["heartbeat_at"]):
+            status = "interrupted"
+        state = RunState.model_validate_json(row["state"])
+        state.status = status
+        return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],
+                       status=status, question=row["question"], created_at=row["created_at"],
+                       updated_at=row["updated_at"], state=state)
+
+    def events(self, run_id: str | None = None, session_id: str | None = None,
+               after: int = 0) -> list[dict[str, Any]]:
+        if run_id is not None:
+            rows = self._read("SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+                              (run_id, after))
+        else:
+            rows = self._read("SELECT e.data FROM events e JOIN runs r ON r.id = e.run_id "
+                              "WHERE r.session_id = ? ORDER BY r.created_at, r.rowid, e.seq",
+                              (session_id,))
+        return [json.loads(r["data"]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class _Busy(Exception):
+    pass
+
+
+def _owner(text: str | None) -> Owner:
+    return Owner(**json.loads(text)) if text else Owner(0, "", 0.0)
+
+
+def _pending(rows: list, run_id: str) -> dict | None:
+    state = json.loads(next(r[4] for r in rows if r[0] == run_id))
+    return state.get("pending")
+
+
+def _waits_for(rows: list, run_id: str) -> str:
+    pending = _pending(rows, run_id) or {}
+    if pending.get("kind") == "approval":
+        return f"an approval of {pending.get('tool')}"
+    return f"an answer to {json.dumps(pending.get('question', ''), ensure_ascii=False)}"

@@ -60,6 +60,7 @@ class Agent:
         self.toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in self.toolset if t.fn is None]
         if missing:
+            self.toolset.close()
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
         self.output_type = output_type
@@ -76,6 +77,16 @@ class Agent:
         self.busy_wait_s = 5.0
         """How long a run waits for a busy session before giving up."""
         self.last_state: RunState | None = None
+
+    def close(self) -> None:
+        """Shut down the tool sources the agent opened (MCP server processes)."""
+        self.toolset.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- runs ---------------------------------------------------------------------------------
 

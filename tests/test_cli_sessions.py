@@ -80,7 +80,8 @@ def test_resume_refuses_changed_tools_unless_given(tmp_path):
     spec.write_text(json.dumps([{"name": "AskHumanHelpTool", "parameters": [
         {"name": "question", "type": "string"}]}, {"name": "TaskCompleteTool", "parameters": [
             {"name": "output", "type": "string"}]}]))
-    paused = cli("run", "x", "--tools", spec, "--model", script(tmp_path, ASK, DONE), stdin="")
+    paused = cli("run", "x", "--tools", spec, "--no-core-tools", "--model",
+                 script(tmp_path, ASK, DONE), stdin="")
     run_id = run_id_from(paused.stderr)
     spec.write_text(spec.read_text().replace('"string"}]}]', '"string", "description": "new"}]}]'))
     changed = cli("resume", run_id, "--answer", "Oslo")
@@ -112,8 +113,7 @@ def slow_tool(tmp_path, seconds=30):
     (tmp_path / "slow.py").write_text(
         "import time\ndef wait(seconds):\n    time.sleep(seconds)\n    return 'waited'\n")
     (tmp_path / "slow.json").write_text(json.dumps(
-        [{"name": "wait", "handler": "slow:wait", "parameters": [{"name": "seconds", "type": "float"}]},
-         {"name": "TaskCompleteTool", "parameters": [{"name": "output", "type": "string"}]}]))
+        [{"name": "wait", "handler": "slow:wait", "parameters": [{"name": "seconds", "type": "float"}]}]))
     return tmp_path / "slow.json"
 
 

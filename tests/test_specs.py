@@ -45,7 +45,7 @@ def test_legacy_dialect_with_python_type_names():
         "integer", "number", "object", "array", "array", "boolean", "string", None]
     assert props["a"]["description"] == "first"
     assert spec.parameters["required"] == ["a"]
-    assert spec.returns == {"type": "float", "description": "sum"}
+    assert spec.returns == {"type": "number", "description": "sum"}
     assert spec.validate_args({"a": 1, "anything": [1, "x"]}) == []
 
 

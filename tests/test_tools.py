@@ -81,8 +81,13 @@ def test_python_and_json_tools_in_one_toolset(tmp_path):
 
 
 def test_duplicate_names_across_sources_are_an_error():
+    other = tool(lambda a: a, name="distance", description="Another tool of the same name.")
     with pytest.raises(SpecError, match="duplicate tool name"):
-        Toolset.build([distance, distance])
+        Toolset.build([distance, other])
+
+
+def test_the_same_tool_given_twice_counts_once():
+    assert Toolset.build([distance, distance]).names == ["distance", "TaskCompleteTool"]
 
 
 def test_bad_handler_is_a_spec_error(tmp_path):

@@ -45,6 +45,10 @@ class RunOptions(BaseModel):
     """What a command needs to build an agent: plain values only."""
 
     tools: list[Path] = []
+    mcp: list[str] = []
+    mcp_config: list[Path] = []
+    mcp_prefix: bool = False
+    no_core_tools: bool = False
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
@@ -67,7 +71,7 @@ class RunOptions(BaseModel):
                              require_isolation=self.sandbox == "strict",
                              confirm=["CodeInterpreterTool"] if self.confirm_code else [])
         return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
-                     tools=self.tools or None, ask_human=ask_human, approve=approve,
+                     tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded())
 
@@ -76,6 +80,7 @@ class RunOptions(BaseModel):
         never the API key, and tool files as absolute paths."""
         data = self.model_dump(mode="json", exclude={"api_key", "given"})
         data["tools"] = [str(Path(t).resolve()) for t in self.tools]
+        data["mcp_config"] = [str(Path(t).resolve()) for t in self.mcp_config]
         return data
 
     def over(self, recorded: dict[str, Any]) -> RunOptions:
@@ -85,12 +90,55 @@ class RunOptions(BaseModel):
         return base.model_copy(update={k: getattr(self, k) for k in self.given} | {
             "api_key": self.api_key, "given": self.given})
 
+    def tool_sources(self) -> list:
+        """The built-ins (unless --no-core-tools), then --tools, then the MCP servers."""
+        return tool_sources(self.tools, self.mcp, self.mcp_config, self.mcp_prefix,
+                            self.no_core_tools)
+
+
+def tool_sources(tools: list[Path], mcp: list[str], mcp_config: list[Path],
+                 mcp_prefix: bool = False, no_core_tools: bool = False) -> list:
+    from ..tools.mcp import MCPServer, load_config
+    from ..tools.toolset import core_tools
+
+    servers = [MCPServer(target) for target in mcp]
+    for path in mcp_config:
+        servers += load_config(path)
+    if mcp_prefix:  # each server's tools as NAME_tool, NAME being its config name or command
+        for server in servers:
+            server.prefix = _slug(server.name) + "_"
+    return [*([] if no_core_tools else core_tools()), *tools, *servers]
+
+
+def _slug(name: str) -> str:
+    """A server's short name: its host for a URL, else the stem of the last word of its
+    command ("python3 tools/server.py" -> "server"). A config entry keeps its own name."""
+    import re
+    from urllib.parse import urlsplit
+
+    word = urlsplit(name).hostname or name if "://" in name else \
+        Path(name.split()[-1]).name.split(".")[0]
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", word)[:24] or "mcp"
+
 
 # name -> (annotation, default); each becomes a keyword parameter of the command.
 _SHARED: dict[str, tuple[Any, Any]] = {
     "tools": (Annotated[Optional[list[Path]], typer.Option(
-        "--tools", metavar="FILE",
-        help="Tool spec file (repeatable). Default: the bundled core_function.json.")], None),
+        "--tools", metavar="PATH",
+        help="Tool spec file or directory of them (repeatable); adds to the built-ins.")], None),
+    "mcp": (Annotated[Optional[list[str]], typer.Option(
+        "--mcp", metavar="CMD|URL",
+        help="MCP server (repeatable): a command line started over stdio, or a "
+             "streamable-HTTP URL.")], None),
+    "mcp_config": (Annotated[Optional[list[Path]], typer.Option(
+        "--mcp-config", metavar="FILE",
+        help='MCP servers from a {"mcpServers": {...}} file, as other MCP clients use.')], None),
+    "mcp_prefix": (Annotated[bool, typer.Option(
+        "--mcp-prefix", help="Name each MCP tool SERVER_tool, so two servers never collide.")],
+        False),
+    "no_core_tools": (Annotated[bool, typer.Option(
+        "--no-core-tools", help="Leave out the built-in tools (the task-complete tool stays).")],
+        False),
     "model": (Annotated[Optional[str], typer.Option(
         "--model", "-m", metavar="NAME",
         help="A model at the endpoint (or openai:NAME), local, local:NAME, local:PATH.gguf "
@@ -133,7 +181,8 @@ def run_options(fn):
     def wrapper(*args, **kwargs):
         values = {name: kwargs.pop(name) for name in _SHARED}
         values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
-        values["tools"] = values["tools"] or []
+        for key in ("tools", "mcp", "mcp_config"):
+            values[key] = values[key] or []
         given = _given(kwargs.pop("_click_ctx", None))
         return fn(*args, opts=RunOptions(**values, given=given), **kwargs)
 

@@ -1,4 +1,4 @@
-"""`jsonagent tools ...`: list, validate, check and call tools."""
+"""`jsonagent tools ...`: list, validate, check, call, lint, scaffold and export tools."""
 
 from __future__ import annotations
 
@@ -12,12 +12,19 @@ from ..errors import UserError
 from .exits import EXIT, USAGE, fail, guarded
 from .options import OutputChoice, interactive, json_arg
 
-app = typer.Typer(help="List, validate, check and call tools.", no_args_is_help=True,
-                  rich_markup_mode=None)
+app = typer.Typer(help="List, validate, check, call, lint, scaffold and export tools.",
+                  no_args_is_help=True, rich_markup_mode=None)
 
 ToolsOpt = Annotated[Optional[list[Path]], typer.Option(
-    "--tools", metavar="FILE",
-    help="Tool spec file (repeatable). Default: the bundled core_function.json.")]
+    "--tools", metavar="PATH",
+    help="Tool spec file or directory (repeatable); adds to the built-ins.")]
+McpOpt = Annotated[Optional[list[str]], typer.Option(
+    "--mcp", metavar="CMD|URL", help="MCP server: a command line (stdio) or a URL (repeatable).")]
+McpConfigOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--mcp-config", metavar="FILE", help='MCP servers from a {"mcpServers": {...}} file.')]
+McpPrefixOpt = Annotated[bool, typer.Option(
+    "--mcp-prefix", help="Name each MCP tool SERVER_tool.")]
+NoCoreOpt = Annotated[bool, typer.Option("--no-core-tools", help="Leave out the built-ins.")]
 OutputOpt = Annotated[OutputChoice, typer.Option("--output", "-o", help="text or json.")]
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the call (exit 4).")]
@@ -25,14 +32,14 @@ NoInputOpt = Annotated[bool, typer.Option(
 
 @app.command("list")
 @guarded
-def tools_list(tools: ToolsOpt = None,
+def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+               mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
                output: OutputOpt = OutputChoice.text):
     """Show the tools a run would offer the model."""
-    from ..tools.toolset import Toolset
-
-    toolset = Toolset.build(tools or None)
+    with _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools) as toolset:
+        described = [t.spec.describe() for t in toolset]
     if output is OutputChoice.json:
-        typer.echo(json.dumps([t.spec.describe() for t in toolset], indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(described, indent=2, ensure_ascii=False))
         return
     for t in toolset:
         params = t.spec.parameters.get("properties", {})
@@ -44,12 +51,14 @@ def tools_list(tools: ToolsOpt = None,
 
 @app.command("validate")
 @guarded
-def tools_validate(files: Annotated[list[Path], typer.Argument(help="Spec files to check.")]):
-    """Check spec files against the meta-schema; one line per file."""
+def tools_validate(files: Annotated[list[Path], typer.Argument(
+                       help="Spec files or directories to check.")]):
+    """Check spec files against the meta-schema; one line per file. Secrets need not be set."""
     from ..tools.specs import load_tools
+    from ..tools.toolset import spec_files
 
     bad = 0
-    for path in files:
+    for path in [f for given in files for f in (spec_files(given) if given.is_dir() else [given])]:
         try:
             specs = load_tools(path)
         except UserError as exc:
@@ -62,15 +71,28 @@ def tools_validate(files: Annotated[list[Path], typer.Argument(help="Spec files 
 
 @app.command("check")
 @guarded
-def tools_check(file: Annotated[Path, typer.Argument(help="Spec file.")],
-                tool: Annotated[str, typer.Option("--tool", help="Tool name.")],
-                args: Annotated[str, typer.Option("--args", help="Arguments as JSON.")]):
+def tools_check(file: Annotated[Optional[Path], typer.Argument(
+                    help="Spec file (or use --tools / --mcp).")] = None,
+                tool: Annotated[str, typer.Option("--tool", help="Tool name.")] = "",
+                args: Annotated[str, typer.Option("--args", help="Arguments as JSON.")] = "{}",
+                tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+                mcp_prefix: McpPrefixOpt = False):
     """Validate arguments against one tool's schema; exit 1 if they do not fit."""
     from ..tools.specs import load_tools
 
-    spec = {s.name: s for s in load_tools(file)}.get(tool)
+    if not tool:
+        fail("--tool NAME is required", USAGE)
+    if file is not None and not (tools or mcp or mcp_config):
+        specs = {s.name: s for s in load_tools(file)}
+        where = str(file)
+    else:
+        with _toolset([*([file] if file else []), *(tools or [])], mcp, mcp_config,
+                      mcp_prefix, False) as toolset:
+            specs = {t.name: t.spec for t in toolset}
+        where = "the tools given"
+    spec = specs.get(tool)
     if spec is None:
-        fail(f"{file}: no tool named {tool!r}", USAGE)
+        fail(f"{where}: no tool named {tool!r}; have: {', '.join(specs)}", USAGE)
     errors = spec.validate_args(json_arg(args))
     for err in errors:
         typer.echo(f"invalid: {err}")
@@ -83,26 +105,102 @@ def tools_check(file: Annotated[Path, typer.Argument(help="Spec file.")],
 @guarded
 def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
                args: Annotated[str, typer.Option("--args", help="Arguments as JSON.")] = "{}",
-               tools: ToolsOpt = None, no_input: NoInputOpt = False):
+               tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+               mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
+               no_input: NoInputOpt = False):
     """Call one tool directly, as the agent would, and print its result as JSON."""
     from ..agent import Agent
+    from ..errors import ToolError
     from ..state import Pending
     from .display import Display
+    from .options import tool_sources
 
-    agent = Agent(model=_NoModel(), tools=tools or None,
-                  ask_human=Display().ask if interactive(no_input) else None)
-    tool = agent.toolset.get(name)
-    if tool is None:
-        fail(f"no tool named {name!r}; have: {', '.join(agent.toolset.names)}", USAGE)
     values = json_arg(args)
-    errors = tool.spec.validate_args(values)
-    if errors:
-        fail("; ".join(map(str, errors)), USAGE)
-    with agent.session() as session:
-        out = tool.invoke(values, session.ctx)
-    if isinstance(out, Pending):
-        fail(f"needs a human to answer: {out.question}", EXIT["needs_human"])
+    with Agent(model=_NoModel(), tools=tool_sources(tools or [], mcp or [], mcp_config or [],
+                                                    mcp_prefix, no_core_tools),
+               ask_human=Display().ask if interactive(no_input) else None) as agent:
+        tool = agent.toolset.get(name)
+        if tool is None:
+            fail(f"no tool named {name!r}; have: {', '.join(agent.toolset.names)}", USAGE)
+        errors = tool.spec.validate_args(values)
+        if errors:
+            fail("; ".join(map(str, errors)), USAGE)
+        with agent.session() as session:
+            try:
+                out = tool.invoke(values, session.ctx)
+            except ToolError as exc:
+                fail(f"{name}: {exc}", 1)
+        if isinstance(out, Pending):
+            fail(f"needs a human to answer: {out.question}", EXIT["needs_human"])
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+
+
+@app.command("lint")
+@guarded
+def tools_lint(paths: Annotated[list[Path], typer.Argument(help="Spec files or directories.")],
+               strict: Annotated[bool, typer.Option(
+                   "--strict", help="Check every spec for OpenAI strict mode, not only those "
+                                    "that say \"strict\": true.")] = False):
+    """Report what specs get wrong even when they load; exit 1 on any finding."""
+    from ..tools.lint import Unreadable, lint_file, spec_paths
+
+    findings = unreadable = 0
+    files = spec_paths(paths)
+    for path in files:
+        try:
+            found = lint_file(path, strict=strict)
+        except Unreadable as exc:
+            unreadable += 1
+            typer.echo(f"error: {exc}", err=True)
+            continue
+        findings += len(found)
+        for line in found:
+            typer.echo(line)
+    if unreadable:
+        raise typer.Exit(USAGE)
+    if not findings:
+        typer.echo(f"ok: {len(files)} file(s), no findings")
+    raise typer.Exit(1 if findings else 0)
+
+
+@app.command("scaffold")
+@guarded
+def tools_scaffold(spec: Annotated[Path, typer.Argument(help="Spec file.")],
+                   out: Annotated[Path, typer.Option("--out", help="Python module to write.")],
+                   force: Annotated[bool, typer.Option("--force", help="Overwrite OUT.")] = False):
+    """Write a typed Python stub whose signatures match the spec's schemas."""
+    from ..tools.scaffold import stub
+    from ..tools.specs import load_tools
+
+    if out.exists() and not force:
+        fail(f"{out} exists; add --force to overwrite it", USAGE)
+    text = stub(load_tools(spec), out.stem)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{out}: cannot write: {exc.strerror or exc}", USAGE)
+    typer.echo(f"wrote {out}")
+
+
+@app.command("export")
+@guarded
+def tools_export(ref: Annotated[str, typer.Argument(help="module:function of a @tool.")]):
+    """Print the JSON spec of a @tool function (a module in the current directory works)."""
+    import sys
+
+    from ..tools.scaffold import export
+
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.append(".")
+    typer.echo(json.dumps(export(ref), indent=2, ensure_ascii=False))
+
+
+def _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools):
+    from ..tools.toolset import Toolset
+    from .options import tool_sources
+
+    return Toolset.build(tool_sources(tools or [], mcp or [], mcp_config or [], mcp_prefix,
+                                      no_core_tools))
 
 
 class _NoModel:

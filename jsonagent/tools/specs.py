@@ -4,11 +4,16 @@ Accepted dialects:
 - OpenAI function format: {"type": "function", "function": {name, description, parameters}}
 - plain: {name, description, parameters: <JSON Schema>}
 - legacy list: {name, description, parameters: [{name, type, description}], required?, return?}
+
+Any of them may carry a return schema (`response`, as in the Berkeley Function-Calling
+Leaderboard, `returns` or `return`) and a `handler` saying how the tool runs: a Python
+function, a command or an HTTP request (see handlers.py, which runs them).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -58,9 +63,10 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     """JSON Schema 2020-12 for args_list; always an object schema."""
     returns: dict[str, Any] | None = None
-    """What the tool returns, as documentation for the model (legacy `return`)."""
-    handler: str | None = None
-    """'package.module:function' implementing the tool, when the spec names one."""
+    """What the tool returns (`response`, `returns` or `return`): documentation for the model,
+    never used to reject what the tool really returns."""
+    handler: str | dict[str, Any] | None = None
+    """'package.module:function', or {"python": ...}, {"command": [...]} or {"http": {...}}."""
     confirm: bool = False
     """A person must approve each call before it runs."""
     origin: str = "<dict>"
@@ -98,8 +104,11 @@ class ToolSpec(BaseModel):
                 if name not in params["properties"]:
                     raise _spec_error(where, f"/parameters/required/{i}", f"{name!r} is required "
                                       "but not among the properties, so no call could pass")
+        returns = _returns(outer, data, where)
+        if handler is not None:
+            _check_handler(handler, params, where)
         return cls(name=data["name"], description=data.get("description", ""),
-                   parameters=params, returns=data.get("return"), handler=handler,
+                   parameters=params, returns=returns, handler=handler,
                    confirm=confirm, origin=origin)
 
     def validate_args(self, args: Any) -> list[ArgError]:
@@ -116,8 +125,33 @@ class ToolSpec(BaseModel):
         out: dict[str, Any] = {"name": self.name, "description": self.description,
                                "parameters": self.parameters}
         if self.returns:
-            out["returns"] = self.returns
+            out["returns"] = brief_schema(self.returns)
         return out
+
+
+def brief_schema(schema: Any) -> Any:
+    """A return schema cut to what helps the model: types, descriptions and field names."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: schema[k] for k in ("type", "description", "enum") if k in schema}
+    props = schema.get("properties")
+    if isinstance(props, dict) and props:
+        out["properties"] = {n: (p.get("type", "any") if isinstance(p, dict) else "any")
+                             for n, p in props.items()}
+    if isinstance(schema.get("items"), dict):
+        out["items"] = brief_schema(schema["items"])
+    return out or schema
+
+
+ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_DOLLAR = re.compile(r"\$\{[^}]*\}?")
+ARG_REF = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_-]*)\}$")
+_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
+
+
+def env_refs(text: str) -> list[str]:
+    """Names of the ${env:NAME} secrets in `text`."""
+    return ENV_REF.findall(text)
 
 
 def load_tools(path: str | Path) -> list[ToolSpec]:
@@ -212,6 +246,90 @@ class _Recursive(Exception):
 
 class _MissingRef(Exception):
     """args[0]: JSON pointer of the dangling $ref."""
+
+
+def _returns(outer: dict, data: dict, where: str) -> dict[str, Any] | None:
+    keys = [k for k in ("response", "returns", "return") if k in data or k in outer]
+    if len(keys) > 1:
+        raise _spec_error(where, "", f"give one return schema, not {' and '.join(keys)}")
+    if not keys:
+        return None
+    schema = data.get(keys[0], outer.get(keys[0]))
+    if isinstance(schema, bool):
+        return None
+    try:
+        _validator_class().check_schema(_normalise(schema))
+    except Exception as exc:  # jsonschema.SchemaError
+        raise _spec_error(where, f"/{keys[0]}{_pointer(exc.path)}",
+                          f"not a valid JSON Schema: {exc.message}") from None
+    return _normalise(schema)
+
+
+def _check_handler(handler: Any, params: dict, where: str) -> None:
+    """Check a handler's shape, its ${env:NAME} syntax and its {arg} placeholders. Secrets
+    are not looked up here: that happens when the tool is loaded to run."""
+    if isinstance(handler, str):
+        kind, body = "python", handler
+    else:
+        kinds = [k for k in ("python", "command", "http") if k in handler]
+        if len(kinds) != 1:
+            raise _spec_error(where, "/handler", "a handler object has exactly one of the keys "
+                              f"python, command or http; got {sorted(handler) or 'none'}")
+        kind, body = kinds[0], handler
+    if kind == "python" and isinstance(body, str):
+        body = {"python": body}
+    errors = list(_dialect_validator(f"handler_{kind}").iter_errors(body))
+    if errors:
+        err = min(errors, key=lambda e: (len(e.path), e.message))
+        raise _spec_error(where, "/handler" + _pointer(err.absolute_path), _spec_message(err))
+    names = set(params.get("properties", {}))
+
+    def arg(text: str, pointer: str, whole: bool) -> None:
+        found = _BRACED.findall(text)
+        if whole and found and not ARG_REF.match(text):
+            raise _spec_error(where, pointer, f"{text!r}: a placeholder must be the whole value, "
+                              "as in \"{name}\", never part of a string")
+        for name in found:
+            if name not in names:
+                raise _spec_error(where, pointer, f"placeholder {{{name}}} names no parameter; "
+                                  f"have: {', '.join(sorted(names)) or 'none'}")
+
+    def secret(text: str, pointer: str) -> None:
+        for ref in _DOLLAR.findall(text):
+            if not ENV_REF.fullmatch(ref):
+                raise _spec_error(where, pointer, f"{ref!r}: secrets are written ${{env:NAME}}")
+
+    if kind == "command":
+        for i, item in enumerate(body["command"]):
+            arg(item, f"/handler/command/{i}", whole=True)
+            if "${" in item:
+                raise _spec_error(where, f"/handler/command/{i}", "secrets go in \"env\", never "
+                                  "in argv, where any process can read them")
+        for key, value in body.get("env", {}).items():
+            secret(value, f"/handler/env/{key}")
+    elif kind == "http":
+        http = body["http"]
+        secret(http["url"], "/handler/http/url")
+        arg(http["url"].split("?")[0], "/handler/http/url", whole=False)
+        for key, value in http.get("query", {}).items():
+            if isinstance(value, str):
+                secret(value, f"/handler/http/query/{key}")
+                arg(value, f"/handler/http/query/{key}", whole=True)
+        for key, value in http.get("headers", {}).items():
+            secret(value, f"/handler/http/headers/{key}")
+
+        def walk(node: Any, pointer: str) -> None:
+            if isinstance(node, str):
+                secret(node, pointer)
+                arg(node, pointer, whole=True)
+            elif isinstance(node, dict):
+                for k, v in node.items():
+                    walk(v, f"{pointer}/{k}")
+            elif isinstance(node, list):
+                for i, v in enumerate(node):
+                    walk(v, f"{pointer}/{i}")
+
+        walk(http.get("json"), "/handler/http/json")
 
 
 def _validator_class():

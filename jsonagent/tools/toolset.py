@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import inspect
 import json
-import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -16,7 +14,7 @@ from ..errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
 from .tool import Tool, context_param, tool
 
-ToolLike = Any  # Tool | ToolSpec | callable | str | Path, or an iterable of them
+ToolLike = Any  # Tool | ToolSpec | MCPServer | callable | str | Path, or an iterable of them
 
 
 def default_tools_path() -> Path:
@@ -38,22 +36,41 @@ def _core_specs() -> tuple[ToolSpec, ...]:
 
 
 class Toolset:
-    def __init__(self, tools: Iterable[Tool]):
+    def __init__(self, tools: Iterable[Tool], sources: Iterable[Any] = ()):
         self.tools: dict[str, Tool] = {}
-        tools = list(tools)
+        self.sources = list(sources)
+        """Tool sources this toolset opened (MCP servers); `close()` shuts them down."""
+        tools = _dedupe(list(tools))
         check_unique([t.spec for t in tools])
         for t in tools:
             self.tools[t.name] = t
 
     @classmethod
     def build(cls, items: ToolLike = None, output_type: type | None = None) -> Toolset:
-        """Tools from files, specs and functions; the task-complete tool is always there."""
-        tools = list(_collect(core_tools() if items is None else items))
-        if not any(t.final for t in tools):
-            tools.append(_bind(_final_spec()))
-        if output_type is not None:
-            tools = [_typed_final(t, output_type) if t.final else t for t in tools]
-        return cls(tools)
+        """Tools from files, directories, specs, functions and MCP servers; the task-complete
+        tool is always there. A source opened here is closed if building fails."""
+        sources: list[Any] = []
+        try:
+            tools = list(_collect(core_tools() if items is None else items, sources))
+            if not any(t.final for t in tools):
+                tools.append(_bind(_final_spec()))
+            if output_type is not None:
+                tools = [_typed_final(t, output_type) if t.final else t for t in tools]
+            return cls(tools, sources)
+        except BaseException:
+            _close_all(sources)
+            raise
+
+    def close(self) -> None:
+        """Shut down what this toolset opened (MCP server processes). Safe to call twice."""
+        sources, self.sources = self.sources, []
+        _close_all(sources)
+
+    def __enter__(self) -> Toolset:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools.values())
@@ -92,32 +109,61 @@ def _fold(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
-def _collect(items: ToolLike) -> Iterator[Tool]:
+def spec_files(path: str | Path) -> list[Path]:
+    """A spec file itself, or a directory's *.json files in name order. A JSON Schema document
+    (one with "$schema" at the top, such as meta_schema.json) is not a spec and is skipped."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    files = []
+    for f in sorted(path.glob("*.json")):
+        try:
+            head = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            head = None  # let load_tools say what is wrong with it
+        if not (isinstance(head, dict) and "$schema" in head):
+            files.append(f)
+    if not files:
+        raise SpecError(f"{path}: no *.json tool spec files in this directory")
+    return files
+
+
+def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
+    from .mcp import MCPServer
+
     if isinstance(items, Toolset):
         yield from items
     elif isinstance(items, Tool):
         yield items
     elif isinstance(items, ToolSpec):
         yield _bind(items)
+    elif isinstance(items, MCPServer):
+        if not items.is_open:
+            sources.append(items)  # opened here, so closed by this toolset
+        yield from items.open()
     elif isinstance(items, (str, Path)):
-        for spec in load_tools(items):
-            yield _bind(spec, base=Path(items).resolve().parent)
+        for file in spec_files(items):
+            for spec in load_tools(file):
+                yield _bind(spec, base=file.resolve().parent)
     elif isinstance(items, dict):
         yield _bind(ToolSpec.from_dict(items))
     elif callable(items):
         yield tool(items)
     elif isinstance(items, Iterable):
         for item in items:
-            yield from _collect(item)
+            yield from _collect(item, sources)
     else:
         raise SpecError(f"cannot make a tool out of {type(items).__name__}: pass a @tool "
-                        "function, a ToolSpec, a spec dict or a path to a JSON spec file")
+                        "function, a ToolSpec, a spec dict, an MCPServer or a path to a JSON "
+                        "spec file or directory")
 
 
 def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
     """Attach the implementation: the spec's own handler, else the built-in of that name."""
+    from .handlers import bind
+
     if spec.handler:
-        fn = _import_handler(spec, base)
+        fn = bind(spec, base)
     elif spec.name in BUILTINS:
         fn = BUILTINS[spec.name]
     else:
@@ -126,24 +172,39 @@ def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
                 final=spec.name == FINAL_TOOL)
 
 
-def _import_handler(spec: ToolSpec, base: Path | None) -> Any:
-    module_name, _, attr = spec.handler.partition(":")
-    # A handler module beside its spec file is the common case; make it importable, last in
-    # line so that a file there can never shadow an installed package.
-    if base is not None and str(base) not in sys.path:
-        sys.path.append(str(base))
-    try:
-        obj = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as exc:  # any import-time failure is the spec author's to fix
-        raise SpecError(f"{spec.origin} ({spec.name}): cannot load handler {spec.handler!r}: "
-                        f"{type(exc).__name__}: {exc}") from None
-    if isinstance(obj, Tool):
-        obj = obj.fn
-    if not callable(obj):
-        raise SpecError(f"{spec.origin} ({spec.name}): handler {spec.handler!r} is not callable")
-    return obj
+def _dedupe(tools: list[Tool]) -> list[Tool]:
+    """The same tool loaded twice (the bundled specs given again, say) counts once. The same
+    name with another spec or source stays, for check_unique to report as a collision."""
+    kept: list[Tool] = []
+    for t in tools:
+        if not any(k.name == t.name and _same(k, t) for k in kept):
+            kept.append(t)
+    return kept
+
+
+def _same(a: Tool, b: Tool) -> bool:
+    if a is b:
+        return True
+    if a.spec.model_dump(exclude={"origin"}) != b.spec.model_dump(exclude={"origin"}):
+        return False
+    from .handlers import CommandHandler, HttpHandler
+
+    def how(fn) -> dict:  # what the handler runs, not where its spec was read
+        return {k: v for k, v in vars(fn).items() if k not in ("spec", "where")}
+
+    return a.fn is b.fn or (isinstance(a.fn, (CommandHandler, HttpHandler))
+                            and type(a.fn) is type(b.fn) and how(a.fn) == how(b.fn))
+
+
+def _close_all(sources: list[Any]) -> None:
+    errors = []
+    for source in reversed(sources):
+        try:
+            source.close()
+        except Exception as exc:  # close every one, then report
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 def _final_spec() -> ToolSpec:

@@ -181,6 +181,20 @@ def test_tools_validate(tmp_path):
     assert f"{bad}:1:2: invalid JSON" in proc.stderr
 
 
+def test_tools_validate_imports_handlers_unless_told_not_to(tmp_path):
+    spec = tmp_path / "h.json"
+    spec.write_text(json.dumps({"name": "t", "handler": "no_such_module:fn"}))
+    proc = cli("tools", "validate", spec)
+    assert proc.returncode == 2
+    assert "cannot load handler 'no_such_module:fn': ModuleNotFoundError" in proc.stderr
+    assert_one_line_error(proc)
+    (tmp_path / "here.py").write_text("def fn():\n    return 1\n")
+    spec.write_text(json.dumps({"name": "t", "handler": "here:fn"}))
+    assert cli("tools", "validate", spec).returncode == 0  # a module beside the spec imports
+    spec.write_text(json.dumps({"name": "t", "handler": "no_such_module:fn"}))
+    assert cli("tools", "validate", "--no-import", spec).returncode == 0
+
+
 def test_tools_check():
     ok = cli("tools", "check", "core_function.json", "--tool", "GetTimeTools", "--args", '{"timezone": "UTC"}')
     assert ok.returncode == 0 and "ok" in ok.stdout

@@ -52,8 +52,13 @@ def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfig
 @app.command("validate")
 @guarded
 def tools_validate(files: Annotated[list[Path], typer.Argument(
-                       help="Spec files or directories to check.")]):
-    """Check spec files against the meta-schema; one line per file. Secrets need not be set."""
+                       help="Spec files or directories to check.")],
+                   no_import: Annotated[bool, typer.Option(
+                       "--no-import", help="Do not import Python handlers.")] = False):
+    """Check spec files: the meta-schema, and that Python handlers import.
+
+    One line per file. Secrets (${env:NAME}) need not be set."""
+    from ..tools.handlers import check
     from ..tools.specs import load_tools
     from ..tools.toolset import spec_files
 
@@ -61,6 +66,8 @@ def tools_validate(files: Annotated[list[Path], typer.Argument(
     for path in [f for given in files for f in (spec_files(given) if given.is_dir() else [given])]:
         try:
             specs = load_tools(path)
+            for spec in specs if not no_import else []:
+                check(spec, path.resolve().parent)
         except UserError as exc:
             bad += 1
             typer.echo(f"error: {exc}", err=True)

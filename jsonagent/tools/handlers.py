@@ -50,6 +50,15 @@ def bind(spec: ToolSpec, base: Path | None = None) -> Callable[..., Any]:
     return HttpHandler(spec, handler["http"])
 
 
+def check(spec: ToolSpec, base: Path | None = None) -> None:
+    """What `tools validate` checks of a handler beyond the schema: a Python handler imports.
+    Commands and URLs are checked when the tool is loaded to run, with its secrets."""
+    handler = spec.handler
+    ref = handler if isinstance(handler, str) else (handler or {}).get("python")
+    if ref:
+        python_handler(spec, ref, base)
+
+
 def with_defaults(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     """The arguments plus the schema's defaults for those left out: a command or a URL has
     no Python signature to supply them."""

@@ -198,6 +198,8 @@ def test_tools_validate_imports_handlers_unless_told_not_to(tmp_path):
 def test_tools_check():
     ok = cli("tools", "check", "core_function.json", "--tool", "GetTimeTools", "--args", '{"timezone": "UTC"}')
     assert ok.returncode == 0 and "ok" in ok.stdout
+    bundled = cli("tools", "check", "--tool", "GetTimeTools", "--args", '{"timezone": "UTC"}')
+    assert bundled.returncode == 0 and "ok" in bundled.stdout  # the same default as tools call
     bad = cli("tools", "check", "core_function.json", "--tool", "GetTimeTools", "--args", '{"timezone": 1, "x": 2}')
     assert bad.returncode == 1
     assert "invalid: /timezone: expected string, got integer 1" in bad.stdout

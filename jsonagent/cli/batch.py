@@ -42,7 +42,10 @@ def batch(tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
           transcripts: Annotated[Optional[Path], typer.Option(
               "--transcripts", metavar="DIR", help="Keep one JSONL transcript per task.")] = None,
           *, opts: RunOptions):
-    """Run every task of a JSONL file; re-run the same command to finish an interrupted batch."""
+    """Run every task of a JSONL file.
+
+    Re-run the same command to finish an interrupted batch: ids already in --out are skipped.
+    Exit 0 when every task completed, 1 when any did not, 2 for a bad task file."""
     import functools
 
     from ..batch import run_batch

@@ -23,8 +23,6 @@ app.add_typer(cli_tools.app, name="tools")
 app.add_typer(cli_sandbox.app, name="sandbox")
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_sessions.app, name="sessions")
-app.command()(batch)
-app.command()(cli_serve.serve)
 
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the run (exit 4).")]
@@ -179,9 +177,24 @@ def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
     raise typer.Exit(0)
 
 
+app.command()(batch)
+app.command()(cli_serve.serve)
+
+
+def _plain_arguments() -> None:
+    """typer writes a required argument as {QUESTION} in the usage line and adds its Python
+    type beside it (QUESTION <str>); the metavar alone reads better: QUESTION."""
+    from typer.core import TyperArgument
+
+    usage, kind = TyperArgument._usage_display_name, TyperArgument.display_type_rich
+    TyperArgument._usage_display_name = lambda self: self.metavar or usage(self)
+    TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else kind(self, ctx)
+
+
 def main() -> None:
     # --debug is honoured wherever it stands, not only before the command.
     if "--debug" in sys.argv[2:]:
         debug["on"] = True
         sys.argv.remove("--debug")
+    _plain_arguments()
     app()

@@ -15,19 +15,22 @@ NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
 @guarded
 @run_options
-def serve(host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-          port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8321,
+def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Address to bind.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="PORT",
+                                                      help="Port to listen on.")] = 8321,
           workers: Annotated[int, typer.Option(
-              "--workers", min=1, max=256, help="Runs that execute at once; the rest queue.")] = 4,
+              "--workers", min=1, max=256, metavar="N",
+              help="Runs that execute at once; the rest queue.")] = 4,
           token: Annotated[Optional[str], typer.Option(
-              "--token", envvar="JSONAGENT_SERVER_TOKEN", show_envvar=True,
+              "--token", envvar="JSONAGENT_SERVER_TOKEN", show_envvar=True, metavar="TOKEN",
               help="Bearer token every API and A2A call must carry.")] = None,
           expire_after: Annotated[float, typer.Option(
               "--expire-after", min=1, metavar="SECONDS",
               help="A run waiting this long for a person becomes expired.")] = 86400.0,
           *, opts: RunOptions):
-    """Serve the agent: REST under /v1, A2A, and a web page at /. Runs are kept in the same
-    store as the CLI's sessions; a restart takes them over."""
+    """Serve the agent: REST under /v1, A2A, and a web page at /.
+
+    Runs are kept in the same store as the CLI's sessions; a restart takes them over."""
     import importlib.util
 
     missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]

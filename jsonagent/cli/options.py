@@ -46,15 +46,19 @@ class RunOptions(BaseModel):
     max_steps: int = 10
     json_mode: str | None = None
     sandbox: str = "auto"
+    no_kv_cache: bool = False
 
     def build_agent(self, ask_human=None, on_event=None, transcript: Path | None = None):
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
+        from .status import terminal_status
 
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
                              require_isolation=self.sandbox == "strict")
-        return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
+        model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
+                              kv_cache=not self.no_kv_cache, on_status=terminal_status())
+        return Agent(model=model,
                      tools=self.tools or None, ask_human=ask_human, config=config,
                      transcript=transcript, on_event=on_event)
 
@@ -81,6 +85,10 @@ _SHARED: dict[str, tuple[Any, Any]] = {
     "sandbox": (Annotated[SandboxChoice, typer.Option(
         "--sandbox", help="strict: refuse to run code unless every isolation is in force.")],
         SandboxChoice.auto),
+    "no_kv_cache": (Annotated[bool, typer.Option(
+        "--no-kv-cache",
+        help="Local models: evaluate the system prompt again instead of loading it from "
+             "$JSONAGENT_HOME/kv/.")], False),
 }
 
 

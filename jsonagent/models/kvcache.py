@@ -66,7 +66,7 @@ class PrefixCache:
         else:
             why = "unreadable" if got is None else "its tokens do not match"
         if got is None or list(got) != list(tokens):
-            _warn_once(f"ignoring the prompt cache {path} ({why}); it will be rebuilt")
+            warn_once(f"ignoring the prompt cache {path} ({why}); it will be rebuilt")
             path.unlink(missing_ok=True)
             return False
         os.utime(path)  # most recently used
@@ -79,11 +79,11 @@ class PrefixCache:
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
         try:
             if not write(partial):
-                _warn_once(f"could not save the prompt cache to {path}")
+                warn_once(f"could not save the prompt cache to {path}")
                 return
             os.replace(partial, path)
         except OSError as exc:  # a full or read-only disk costs speed, never the run
-            _warn_once(f"could not save the prompt cache to {path}: {exc}")
+            warn_once(f"could not save the prompt cache to {path}: {exc}")
             return
         finally:
             partial.unlink(missing_ok=True)
@@ -107,7 +107,8 @@ class PrefixCache:
                 total -= size
 
 
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
+    """Log a warning the first time this process meets it."""
     if message not in _warned:
         _warned.add(message)
         log.warning(message)

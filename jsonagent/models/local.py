@@ -300,8 +300,10 @@ class LocalModel:
 
             self._guide = Guide(self._vocab, self._n_vocab)
         except Exception as exc:  # not installed, or no wheel for this platform
-            log.warning("fast constrained decoding is unavailable (%s): using llama.cpp's grammar, "
-                        "which is slower", exc)
+            from .kvcache import warn_once
+
+            warn_once(f"fast constrained decoding is unavailable ({exc}): using llama.cpp's "
+                       "grammar, which is slower")
         finally:
             self._guide_ready.set()
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -32,25 +31,29 @@ class Display:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.live = self.err.is_terminal and not quiet
         self._status: Any = None
+        self._label: str | None = None  # what the spinner says when no status overrides it
         self._model_s = 0.0
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
 
     # -- progress -----------------------------------------------------------------------------
 
-    @contextmanager
-    def working(self, what: str) -> Iterator[None]:
-        """A spinner with the seconds spent, while `what` goes on (terminals only)."""
-        self._start(what)
-        try:
-            yield
-        finally:
+    def status(self, what: str | None) -> None:
+        """What slow thing happens now (a model loading, a prompt read), for the spinner;
+        None when it is over, and the spinner goes back to what it showed before."""
+        if what is not None:
+            self._start(what, keep=True)
+        elif self._label is not None:
+            self._start(self._label)
+        else:
             self._stop()
 
-    def _start(self, what: str) -> None:
+    def _start(self, what: str, keep: bool = False) -> None:
         if not self.live:
             return
+        label = self._label if keep else what
         self._stop()
+        self._label = label
         t0 = time.monotonic()
 
         class Elapsed:  # rich renders it on every refresh, so the seconds tick
@@ -61,6 +64,7 @@ class Display:
         self._status.start()
 
     def _stop(self) -> None:
+        self._label = None
         if self._status is not None:
             self._status.stop()
             self._status = None

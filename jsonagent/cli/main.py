@@ -60,11 +60,10 @@ def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, n
     from ..store import default_path
 
     live = interactive(no_input)
-    with display.working(f"loading {opts.model or 'the model'}…"):
-        return opts.build_agent(ask_human=display.ask if live else None,
-                                approve=display.approve if live else None,
-                                on_event=display.event, transcript=transcript,
-                                store=None if no_store else default_path())
+    return opts.build_agent(ask_human=display.ask if live else None,
+                            approve=display.approve if live else None,
+                            on_event=display.event, on_status=display.status,
+                            transcript=transcript, store=None if no_store else default_path())
 
 
 def _finish(display, result, output: OutputChoice):

@@ -57,11 +57,14 @@ class RunOptions(BaseModel):
     prompt_style: str = "json"
     sandbox: str = "auto"
     confirm_code: bool = False
+    no_kv_cache: bool = False
     given: set[str] = set()
     """The options set on the command line (the rest are defaults)."""
 
     def build_agent(self, ask_human=None, approve=None, on_event=None,
-                    transcript: Path | None = None, store=None):
+                    transcript: Path | None = None, store=None, on_status=None):
+        """`on_status(text | None)` is told what slow thing happens now (a local model
+        loading), and None when it is over."""
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
@@ -70,8 +73,9 @@ class RunOptions(BaseModel):
                              prompt_style=self.prompt_style,
                              require_isolation=self.sandbox == "strict",
                              confirm=["CodeInterpreterTool"] if self.confirm_code else [])
-        return Agent(model=resolve_model(self.model, base_url=self.base_url, api_key=self.api_key),
-                     tools=self.tool_sources(), ask_human=ask_human, approve=approve,
+        model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
+                              kv_cache=not self.no_kv_cache, on_status=on_status)
+        return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded())
 
@@ -162,6 +166,10 @@ _SHARED: dict[str, tuple[Any, Any]] = {
         SandboxChoice.auto),
     "confirm_code": (Annotated[bool, typer.Option(
         "--confirm-code", help="Ask before each run of the code interpreter.")], False),
+    "no_kv_cache": (Annotated[bool, typer.Option(
+        "--no-kv-cache",
+        help="Local models: evaluate the system prompt again instead of loading it from "
+             "$JSONAGENT_HOME/kv/.")], False),
 }
 
 

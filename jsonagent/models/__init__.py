@@ -47,8 +47,12 @@ class Model(Protocol):
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,
-                  api_key: str | None = None) -> Model:
-    """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name."""
+                  api_key: str | None = None, kv_cache: bool = True, on_status=None) -> Model:
+    """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name.
+
+    `kv_cache` and `on_status` (told what slow thing happens now, None when it is over) are
+    for the local backend and ignored by the others.
+    """
     import os
 
     from ..errors import ConfigError
@@ -67,9 +71,9 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
             raise ConfigError(f"--model {spec} runs llama.cpp in this process, so --base-url "
                               "has nothing to do: to use the endpoint, give the model's name "
                               "there (or openai:NAME) as --model")
-        from .local import LocalModel
+        from .local import LocalConfig, LocalModel
 
-        return LocalModel.from_spec(rest or None)
+        return LocalModel.from_spec(rest or None, LocalConfig(kv_cache=kv_cache), on_status)
     from .openai import OpenAIModel
 
     return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key)

@@ -1,20 +1,26 @@
 """The `local` backend: a GGUF model run in-process by llama.cpp (extra `jsonagent[local]`).
 
 The model is loaded once. Each call formats the messages with the model's own chat template
-and decodes under a grammar built from the response_format, so that in `schema` mode every
-reply is a valid step by construction. llama.cpp keeps the previous call's tokens in its KV
-cache and re-evaluates only what follows the longest common prefix; because the system prompt
-and the history stay byte-identical from step to step, that is nearly the whole prompt.
-`Usage.cached_tokens` reports how many prompt tokens were reused that way.
+and runs our own sampling loop on llama.cpp's logits:
+- A response format is enforced by llguidance (`decoding.py`): the model's pick is checked
+  against the grammar and the full mask is computed only when it is refused; forced text is
+  evaluated as one batch. In `schema` mode every reply is a valid step by construction. Where
+  llguidance is unavailable, llama.cpp's own grammar (slower) is used, and a warning says so once.
+- The system prompt is evaluated as its own batch and its KV state is saved under
+  `$JSONAGENT_HOME/kv/` (`kvcache.py`), so a fresh process loads it instead of evaluating it.
+- Later calls re-evaluate only what follows the longest common prefix with the KV cache; the
+  history stays byte-identical from step to step, so that is nearly the whole prompt.
+  `Usage.cached_tokens` reports the prompt tokens that were not evaluated in the call.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -22,11 +28,19 @@ from jsonagent.errors import ConfigError, ModelError, ResponseFormatRejected
 from jsonagent.models import Message, ModelReply, Usage
 from jsonagent.models import catalog
 
+log = logging.getLogger("jsonagent.models")
+
 INSTALL_HINT = (
     "the local backend needs llama-cpp-python: install jsonagent[local] "
     '(build it portably with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON '
     '-DGGML_FMA=ON -DGGML_F16C=ON")'
 )
+
+MIN_CACHED_PREFIX = 32
+"""A system prompt shorter than this (in tokens) is cheaper to evaluate than to load."""
+
+Status = Callable[[str | None], None]
+"""Told what slow thing is happening now (loading the model, the cached prompt); None when done."""
 
 
 class LocalConfig(BaseModel):
@@ -44,6 +58,12 @@ class LocalConfig(BaseModel):
     """Sampling seed, used when temperature is above 0."""
     verbose: bool = False
     """Let llama.cpp print its own logs to stderr."""
+    kv_cache: bool = True
+    """Keep the system prompt's KV state under $JSONAGENT_HOME/kv/ for the next process."""
+    kv_cache_bytes: int = 2 << 30
+    """Size cap of that folder; the least recently used states go first."""
+    decoder: Literal["llguidance", "grammar"] = "llguidance"
+    """Constrained decoding: llguidance in our sampling loop, or llama.cpp's grammar (slower)."""
 
 
 class LocalModel:
@@ -52,18 +72,22 @@ class LocalModel:
     default_json_mode = "schema"
     """Grammar-constrained decoding is what this backend is for."""
 
-    def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None):
+    def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None,
+                 on_status: Status | None = None):
         self.path = Path(path).expanduser()
         self.config = config or LocalConfig()
         self.name = f"local:{self.path.name}"
+        self._status = on_status or (lambda _: None)
         if not self.path.is_file():
             raise ConfigError(f"model file not found: {self.path}")
         try:
             import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
             raise ConfigError(INSTALL_HINT) from None
         self._llama_cpp = llama_cpp
         threads = self.config.n_threads or os.cpu_count() or 1
+        self._status(f"loading {self.path.name}…")
         try:
             self._llm = llama_cpp.Llama(
                 model_path=str(self.path),
@@ -75,11 +99,37 @@ class LocalModel:
             )
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from None
+        finally:
+            self._status(None)
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            self._llm.close()
+            raise ConfigError(f"{self.path} has no chat template in its metadata")
+        model = self._llm._model
+        eos, bos = self._llm.token_eos(), self._llm.token_bos()
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(eos) if eos != -1 else "",
+            bos_token=model.token_get_text(bos) if bos != -1 else "",
+        )
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+        self._n_vocab = self._llm.n_vocab()
+        self._prefixes: dict[str, int] = {}
         self._grammars: dict[str, Any] = {}
+        self._kv = self._prefix_cache() if self.config.kv_cache else None
+        self._guide: Any = None
+        self._guide_ready = threading.Event()
+        if self.config.decoder == "llguidance":
+            # llguidance reads the whole vocabulary once (about a second): do it while the
+            # first prompt is loaded or evaluated, not on the first reply's critical path.
+            threading.Thread(target=self._build_guide, daemon=True).start()
+        else:
+            self._guide_ready.set()
         self._lock = threading.Lock()  # one llama.cpp context: concurrent runs take turns
 
     @classmethod
-    def from_spec(cls, spec: str | None, config: LocalConfig | None = None) -> "LocalModel":
+    def from_spec(cls, spec: str | None, config: LocalConfig | None = None,
+                  on_status: Status | None = None) -> "LocalModel":
         """`--model local[:SPEC]`: SPEC is a .gguf path or a catalog name.
 
         With no SPEC, `JSONAGENT_LOCAL_MODEL` is used when set, else the catalog's default
@@ -87,62 +137,197 @@ class LocalModel:
         """
         spec = spec or os.environ.get("JSONAGENT_LOCAL_MODEL") or catalog.DEFAULT_LOCAL_MODEL
         if spec in catalog.CATALOG:
-            return cls(catalog.path(spec), config)
+            return cls(catalog.path(spec), config, on_status)
         if not spec.endswith(".gguf") and not Path(spec).expanduser().exists():
             known = ", ".join(catalog.CATALOG)
             raise ConfigError(f"--model local:{spec}: not a .gguf file nor a known model ({known})")
-        return cls(spec, config)
+        return cls(spec, config, on_status)
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None) -> ModelReply:
-        grammar = self._grammar(response_format)
+        from .decoding import schema_of
+
+        try:
+            schema = schema_of(response_format)
+        except ResponseFormatRejected as exc:
+            raise ResponseFormatRejected(f"{self.name}: {exc}") from None
         with self._lock:
-            before = self._cached_ids()
-            try:
-                out = self._llm.create_chat_completion(
-                    messages=messages,
-                    grammar=grammar,
-                    temperature=self.config.temperature,
-                    max_tokens=self.config.max_tokens,
-                    seed=self.config.seed,
-                    stop=stop or None,
-                )
-            except ValueError as exc:  # e.g. the prompt no longer fits in n_ctx
-                raise ModelError(f"{self.name}: {exc}") from None
-            usage = out.get("usage") or {}
-            prompt_tokens = int(usage.get("prompt_tokens", 0))
-            prompt_ids = self._cached_ids()[:prompt_tokens]
-        return ModelReply(
-            text=out["choices"][0]["message"]["content"] or "",
-            usage=Usage(
-                prompt_tokens=prompt_tokens,
-                completion_tokens=int(usage.get("completion_tokens", 0)),
-                cached_tokens=_reused_prefix(before, prompt_ids),
-            ),
-        )
+            formatted = self._formatter(messages=messages)
+            tokens = self._llm.tokenize(formatted.prompt.encode("utf-8"),
+                                        add_bos=not formatted.added_special, special=True)
+            if len(tokens) >= self.config.n_ctx:
+                raise ModelError(f"{self.name}: the prompt ({len(tokens)} tokens) does not fit "
+                                 f"in the context window ({self.config.n_ctx} tokens)")
+            budget = min(self.config.max_tokens, self.config.n_ctx - len(tokens))
+            matcher = self._matcher(schema) if schema is not None else None
+            if schema is not None and matcher is None:
+                reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens),
+                                       last=False)
+                text, generated = self._grammar_completion(messages, response_format, budget, stop)
+            else:
+                reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens))
+                text, generated = self._decode(matcher, budget, stop)
+        return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
+                                                 cached_tokens=reused))
 
     def close(self) -> None:
         """Free the model now rather than at garbage collection."""
+        self._guide_ready.wait()
         self._llm.close()
 
-    def _cached_ids(self) -> list[int]:
-        """The tokens whose keys and values sit in the KV cache right now."""
-        return self._llm.input_ids[: self._llm.n_tokens].tolist()
+    # -- the prompt --------------------------------------------------------------------------
 
-    def _grammar(self, response_format: dict | None) -> Any:
-        kind = (response_format or {}).get("type", "text")
-        if kind == "text":
-            return None
-        if kind == "json_object" and "schema" not in response_format:
-            return self._compiled("json", lambda g: g.from_string(self._llama_cpp.llama_grammar.JSON_GBNF))
-        if kind == "json_schema":
-            schema = (response_format.get("json_schema") or {}).get("schema")
+    def _prefill(self, tokens: list[int], prefix: int, last: bool = True) -> int:
+        """Bring the KV cache to `tokens` (all but the last one unless `last`); return how many were reused.
+
+        The first `prefix` tokens (the system prompt) are always evaluated as a batch of their
+        own, with the disk cache on or off, so that both give the same numbers.
+        """
+        llm = self._llm
+        end = len(tokens) if last else len(tokens) - 1
+        reused = _reused_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
+        if reused < prefix:
+            if self._kv is not None and prefix >= MIN_CACHED_PREFIX and self._load_prefix(tokens[:prefix]):
+                reused = prefix
+            else:
+                self._status(f"evaluating the system prompt ({prefix} tokens)…")
+                try:
+                    llm.n_tokens = reused
+                    llm.eval(tokens[reused:prefix])
+                finally:
+                    self._status(None)
+                if self._kv is not None and prefix >= MIN_CACHED_PREFIX:
+                    from .kvcache import seq_writer
+
+                    self._kv.save(tokens[:prefix], seq_writer(llm.ctx, tokens[:prefix]))
+        start = max(reused, prefix)
+        llm.n_tokens = start
+        if end > start:
+            llm.eval(tokens[start:end])
         else:
-            schema = response_format.get("schema")
-        if kind not in ("json_schema", "json_object") or not isinstance(schema, dict):
-            raise ResponseFormatRejected(f"{self.name}: unsupported response_format {kind!r}")
-        text = json.dumps(schema)  # property order matters: the grammar keeps it
-        return self._compiled(text, lambda g: g.from_json_schema(text, verbose=self.config.verbose))
+            llm._ctx.kv_cache_seq_rm(-1, start, -1)
+        return reused
+
+    def _load_prefix(self, prefix: list[int]) -> bool:
+        from .kvcache import seq_reader
+
+        llm = self._llm
+        path = self._kv.file(prefix)
+        if not path.is_file():
+            return False
+        self._status(f"loading the cached system prompt ({len(prefix)} tokens)…")
+        try:
+            llm.n_tokens = 0
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            if self._kv.load(prefix, seq_reader(llm.ctx, len(prefix))):
+                llm.input_ids[: len(prefix)] = prefix
+                llm.n_tokens = len(prefix)
+                return True
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)  # whatever a bad file left behind
+            return False
+        finally:
+            self._status(None)
+
+    def _prefix_length(self, messages: list[Message], prompt: str, tokens: list[int]) -> int:
+        """How many of `tokens` hold the chat template's opening and the system message."""
+        if not messages or messages[0].get("role") != "system":
+            return 0
+        content = messages[0].get("content") or ""
+        if content not in self._prefixes:
+            at = prompt.find(content)
+            if at < 0 or not content:
+                return 0
+            head = self._llm.tokenize(prompt[: at + len(content)].encode("utf-8"), add_bos=False, special=True)
+            self._prefixes[content] = _common_prefix(head, tokens)
+        return min(self._prefixes[content], len(tokens) - 1)
+
+    def _prefix_cache(self):
+        from .kvcache import PrefixCache, kv_dir, model_identity
+
+        return PrefixCache(kv_dir(), model_identity(self.path), f"llama-cpp-python {self._llama_cpp.__version__}",
+                           self.config.kv_cache_bytes)
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def _decode(self, matcher, budget: int, stop: list[str] | None) -> tuple[str, int]:
+        """Our sampling loop; the last token is not evaluated, since nothing reads its logits."""
+        import numpy as np
+
+        from .decoding import Sampler
+
+        llm, lib = self._llm, self._llama_cpp
+        sampler = Sampler(self.config.temperature, self.config.seed)
+        out: list[int] = []
+        while len(out) < budget:
+            if matcher is not None:
+                forced = matcher.forced()[: budget - len(out)]
+                if forced:
+                    matcher.consume(forced)
+                    out += forced
+                    if matcher.finished() or _stopped(llm, out, stop):
+                        break
+                    llm.eval(forced)
+                    continue
+            logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, -1), shape=(self._n_vocab,))
+            token = sampler.pick(logits)
+            if matcher is not None and not matcher.allows(token):
+                token = sampler.pick(matcher.masked(logits))
+            if lib.llama_vocab_is_eog(self._vocab, token):
+                break
+            out.append(token)
+            if matcher is not None:
+                matcher.consume([token])
+                if matcher.finished():
+                    break
+            if _stopped(llm, out, stop):
+                break
+            llm.eval([token])
+        return _cut(llm.detokenize(out).decode("utf-8", errors="ignore"), stop), len(out)
+
+    def _matcher(self, schema: dict):
+        """An llguidance matcher for `schema`, or None when it is unavailable here."""
+        self._guide_ready.wait()
+        if self._guide is None:
+            return None
+        try:
+            return self._guide.matcher(schema)
+        except ResponseFormatRejected as exc:
+            raise ResponseFormatRejected(f"{self.name}: {exc}") from None
+
+    def _build_guide(self) -> None:
+        try:
+            from .decoding import Guide
+
+            self._guide = Guide(self._vocab, self._n_vocab)
+        except Exception as exc:  # not installed, or no wheel for this platform
+            from .kvcache import warn_once
+
+            warn_once(f"fast constrained decoding is unavailable ({exc}): using llama.cpp's "
+                       "grammar, which is slower")
+        finally:
+            self._guide_ready.set()
+
+    def _grammar_completion(self, messages: list[Message], response_format: dict, budget: int,
+                            stop: list[str] | None) -> tuple[str, int]:
+        """Today's path: llama-cpp-python's own loop under a GBNF grammar from the schema."""
+        from .decoding import schema_of
+
+        schema = schema_of(response_format)
+        if response_format.get("type") == "json_object" and "schema" not in response_format:
+            grammar = self._compiled("json", lambda g: g.from_string(self._llama_cpp.llama_grammar.JSON_GBNF))
+        else:
+            import json
+
+            text = json.dumps(schema)  # property order matters: the grammar keeps it
+            grammar = self._compiled(text, lambda g: g.from_json_schema(text, verbose=self.config.verbose))
+        try:
+            out = self._llm.create_chat_completion(
+                messages=messages, grammar=grammar, temperature=self.config.temperature,
+                max_tokens=budget, seed=self.config.seed, stop=stop)
+        except ValueError as exc:
+            raise ModelError(f"{self.name}: {exc}") from None
+        usage = out.get("usage") or {}
+        return out["choices"][0]["message"]["content"] or "", int(usage.get("completion_tokens", 0))
 
     def _compiled(self, key: str, build) -> Any:
         if key not in self._grammars:
@@ -153,14 +338,34 @@ class LocalModel:
         return self._grammars[key]
 
 
-def _reused_prefix(before: list[int], prompt: list[int]) -> int:
-    """Prompt tokens llama.cpp did not evaluate again: the common prefix with the KV cache.
+def _stopped(llm, out: list[int], stop: list[str] | None) -> bool:
+    if not stop:
+        return False
+    tail = llm.detokenize(out[-16:]).decode("utf-8", errors="ignore")
+    return any(s in tail for s in stop)
 
-    It always decodes at least the prompt's last token, so a full match counts one less.
-    """
+
+def _cut(text: str, stop: list[str] | None) -> str:
+    """The text up to the first stop sequence."""
+    for s in stop or ():
+        at = text.find(s)
+        if at >= 0:
+            text = text[:at]
+    return text
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     shared = 0
-    for old, new in zip(before, prompt):
+    for old, new in zip(a, b):
         if old != new:
             break
         shared += 1
-    return min(shared, max(len(prompt) - 1, 0))
+    return shared
+
+
+def _reused_prefix(before: Sequence[int], prompt: Sequence[int]) -> int:
+    """Prompt tokens that need no evaluation: the common prefix with the KV cache.
+
+    The prompt's last token is always evaluated, for its logits, so a full match counts one less.
+    """
+    return min(_common_prefix(before, prompt), max(len(prompt) - 1, 0))

@@ -1,0 +1,156 @@
+"""Local model speed on this machine, in one run: load, first step cold and with the disk cache,
+decoding speed free / under llama.cpp's grammar / under llguidance, seconds per step.
+
+    flock /tmp/jsonagent-bench.lock python bench/local_speed.py [--model qwen2.5-coder-1.5b] [--steps 3]
+
+Each "fresh process" figure comes from a child process of its own, so nothing is warm but the
+OS file cache. Steps are model calls on the default system prompt with a fixed history (the
+observations are scripted), in schema mode with the loop's thought cap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUESTION = "What time is it in Tokyo right now? Then tell me the weekday."
+OBSERVATION = '{"tool_name": "GetTimeTools", "response": {"time": "2026-11-23T14:05:00+09:00", "weekday": "Monday"}}'
+SPEED_QUESTION = "Write a short paragraph about the history of the Python language, then finish."
+
+
+def _setup():
+    from jsonagent.envelope import response_format
+    from jsonagent.prompt import system_prompt
+    from jsonagent.tools.toolset import Toolset
+
+    toolset = Toolset.build(None)
+    return system_prompt(toolset), response_format("schema", toolset, 600)
+
+
+def child_steps(model: str, kv_cache: bool, steps: int, max_tokens: int) -> dict:
+    """One fresh process: load the model, then `steps` model calls of a growing run."""
+    t0 = time.perf_counter()
+    from jsonagent.models.local import LocalConfig, LocalModel
+
+    llm = LocalModel(model, LocalConfig(kv_cache=kv_cache, max_tokens=max_tokens))
+    load = time.perf_counter() - t0
+    system, fmt = _setup()
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": QUESTION}]
+    out = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        reply = llm.complete(messages, fmt)
+        out.append({"s": time.perf_counter() - t, "completion": reply.usage.completion_tokens,
+                    "prompt": reply.usage.prompt_tokens, "cached": reply.usage.cached_tokens})
+        messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": OBSERVATION}]
+    llm.close()
+    return {"load": load, "steps": out}
+
+
+def child_speed(model: str, max_tokens: int) -> dict:
+    """Tokens/s of each decoder on the same prompt; the prompt is evaluated before timing."""
+    from jsonagent.envelope import response_format
+    from jsonagent.models.local import LocalConfig, LocalModel
+    from jsonagent.tools.toolset import Toolset
+
+    system, _ = _setup()
+    fmt = response_format("schema", Toolset.build(None))  # no thought cap: long enough to time
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": SPEED_QUESTION}]
+    llm = LocalModel(model, LocalConfig(kv_cache=False, max_tokens=max_tokens))
+    llm.complete(messages, None)  # evaluates the prompt; later calls reuse it all but one token
+    out = {}
+    for label, decoder, response_format_ in (("free decoding", "llguidance", None),
+                                             ("llama.cpp grammar (before)", "grammar", fmt),
+                                             ("llguidance (now)", "llguidance", fmt)):
+        llm.config.decoder = decoder
+        if decoder == "grammar":
+            saved, llm._guide = llm._guide, None
+        rates = []
+        for _ in range(2):
+            t = time.perf_counter()
+            reply = llm.complete(messages, response_format_)
+            rates.append((reply.usage.completion_tokens / (time.perf_counter() - t), reply.usage.completion_tokens))
+        if decoder == "grammar":
+            llm._guide = saved
+        out[label] = rates
+    llm.close()
+    return out
+
+
+def run_child(args: list[str], home: Path) -> dict:
+    env = {**os.environ, "JSONAGENT_HOME": str(home)}
+    done = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        sys.exit(f"child {args} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def load_avg() -> str:
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="catalog name or .gguf path")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=128, help="reply cap when timing decoders")
+    parser.add_argument("--step-tokens", type=int, default=1024, help="reply cap of a step")
+    parser.add_argument("--child", choices=["steps", "speed"])
+    parser.add_argument("--kv-cache", action="store_true")
+    args = parser.parse_args()
+    if args.child == "steps":
+        print(json.dumps(child_steps(args.model, args.kv_cache, args.steps, args.step_tokens)))
+        return
+    if args.child == "speed":
+        print(json.dumps(child_speed(args.model, args.max_tokens)))
+        return
+
+    from jsonagent.models import catalog
+
+    model = str(catalog.path(args.model)) if args.model in catalog.CATALOG else args.model
+    print(f"model {Path(model).name}, {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="jsonagent-speed-") as tmp:
+        home = Path(tmp)
+        common = ["--model", model, "--steps", str(args.steps), "--step-tokens", str(args.step_tokens)]
+        print(f"  [{load_avg()}]")
+        cold = run_child(["--child", "steps", *common], home)
+        print(f"  [{load_avg()}]")
+        saving = run_child(["--child", "steps", "--kv-cache", *common], home)  # evaluates and saves
+        print(f"  [{load_avg()}]")
+        cached = run_child(["--child", "steps", "--kv-cache", *common], home)  # loads
+        print(f"  [{load_avg()}]")
+        speed = run_child(["--child", "speed", "--model", model, "--max-tokens", str(args.max_tokens)], home)
+        print(f"  [{load_avg()}]")
+
+    def row(label: str, value: str) -> None:
+        print(f"{label:<52} {value}")
+
+    row("model load (fresh process, median of 3)",
+        f"{statistics.median([r['load'] for r in (cold, saving, cached)]):.2f} s")
+    for label, r in (("first step, no disk cache (--no-kv-cache)", cold),
+                     ("first step, disk cache being written", saving),
+                     ("first step, disk cache loaded", cached)):
+        first = r["steps"][0]
+        warm = statistics.median(s["s"] for s in r["steps"][1:]) if len(r["steps"]) > 1 else float("nan")
+        row(label, f"{first['s']:.2f} s  ({first['prompt']} prompt tokens, {first['cached']} not evaluated, "
+                   f"{first['completion']} generated); warm step {warm:.2f} s; ratio {first['s'] / warm:.2f}x")
+    steps = [s for r in (cold, saving, cached) for s in r["steps"][1:]]
+    if steps:
+        row("seconds per warm step (median)", f"{statistics.median(s['s'] for s in steps):.2f} s "
+                                              f"(n={len(steps)})")
+    free = max(rate for rate, _ in speed["free decoding"])
+    for label, rates in speed.items():
+        best = max(rate for rate, _ in rates)
+        shown = ", ".join(f"{rate:.1f} ({n} tok)" for rate, n in rates)
+        row(f"tokens/s, {label}", f"{shown}; best {best:.1f} = {100 * best / free:.0f}% of free")
+
+
+if __name__ == "__main__":
+    main()

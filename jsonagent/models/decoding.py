@@ -1,0 +1,142 @@
+"""Picking tokens: a sampler, and llguidance constraints that keep a reply inside a schema.
+
+The constraint is checked after sampling, not before: the model's own pick is validated
+against the grammar (a few microseconds), and the full-vocabulary mask is computed only when
+that pick is refused. Text the grammar forces (keys, `{"thought": "`, a tool name once its
+prefix is unique) comes back from `forced()` as tokens to evaluate in one batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from jsonagent.errors import ModelError, ResponseFormatRejected
+
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+"""One layout, the one the system prompt shows: nothing left to choose, so more is forced."""
+
+
+class Sampler:
+    """Greedy at temperature 0 (repeatable); otherwise top-k sampling from a seeded generator."""
+
+    top_k = 40
+
+    def __init__(self, temperature: float, seed: int):
+        self.temperature = temperature
+        self.rng = np.random.default_rng(seed)
+
+    def pick(self, logits: np.ndarray) -> int:
+        if self.temperature <= 0:
+            return int(np.argmax(logits))
+        k = min(self.top_k, logits.shape[0])
+        top = np.argpartition(logits, -k)[-k:]
+        z = logits[top].astype(np.float64) / self.temperature
+        p = np.exp(z - z.max())
+        return int(self.rng.choice(top, p=p / p.sum()))
+
+
+def schema_of(response_format: dict | None) -> dict | None:
+    """The JSON schema a response_format asks for; None for plain text."""
+    kind = (response_format or {}).get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object" and "schema" not in response_format:
+        return {"type": "object"}
+    schema = (response_format.get("json_schema") or {}).get("schema") if kind == "json_schema" \
+        else response_format.get("schema")
+    if kind not in ("json_schema", "json_object") or not isinstance(schema, dict):
+        raise ResponseFormatRejected(f"unsupported response_format {kind!r}")
+    return schema
+
+
+class Guide:
+    """llguidance for one model's vocabulary; compiled matchers are kept per schema."""
+
+    def __init__(self, vocab: Any, n_vocab: int):
+        import llguidance
+
+        self._llg = llguidance
+        self.n_vocab = n_vocab
+        self.tokenizer = _tokenizer(llguidance, vocab)  # one to a few seconds: once per model
+        self._matchers: dict[str, Matcher] = {}
+
+    def matcher(self, schema: dict) -> "Matcher":
+        key = json.dumps(schema)  # property order matters: the grammar keeps it
+        if key not in self._matchers:
+            grammar = self._llg.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
+            inner = self._llg.LLMatcher(self.tokenizer, grammar, log_level=0)
+            if inner.is_error():
+                raise ResponseFormatRejected(f"cannot turn the schema into a grammar: {inner.get_error()}")
+            self._matchers[key] = Matcher(inner, self.n_vocab)
+        matcher = self._matchers[key]
+        matcher.reset()
+        return matcher
+
+
+def _tokenizer(llguidance: Any, vocab: Any) -> Any:
+    """llguidance's view of a llama.cpp vocabulary: every token's bytes, special ones marked."""
+    import ctypes
+
+    import llama_cpp
+
+    size = llama_cpp.llama_vocab_n_tokens(vocab)
+    special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+    room = 256
+    buffer = ctypes.create_string_buffer(room)
+    pieces = []
+    for token in range(size):
+        n = llama_cpp.llama_token_to_piece(vocab, token, buffer, room, 0, True)
+        if n < 0:  # longer than the buffer: -n is the length it needs
+            room = -n
+            buffer = ctypes.create_string_buffer(room)
+            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, room, 0, True)
+        piece = buffer.raw[:n]
+        attr = llama_cpp.llama_vocab_get_attr(vocab, token)
+        if attr & special or (attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+                              and piece.startswith(b"<") and piece.endswith(b">")):
+            piece = b"\xff" + piece  # how llguidance tells a special token from its text
+        pieces.append(piece)
+    tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+    return llguidance.LLTokenizer.from_llamacpp(
+        tokens=pieces, vocab_ptr=vocab, tokenize_fptr=tokenize,
+        eos_token=llama_cpp.llama_vocab_eos(vocab), slices=llguidance.LLTokenizer.json_slices())
+
+
+class Matcher:
+    """Where one reply stands in its grammar."""
+
+    def __init__(self, inner: Any, n_vocab: int):
+        self._m = inner
+        self.n_vocab = n_vocab
+        self.masks = 0
+        """How many times the full mask was needed: the model's pick was refused."""
+
+    def reset(self) -> None:
+        self._m.reset()
+        self.masks = 0
+
+    def forced(self) -> list[int]:
+        return list(self._m.compute_ff_tokens())
+
+    def allows(self, token: int) -> bool:
+        return self._m.validate_tokens([token]) == 1
+
+    def masked(self, logits: np.ndarray) -> np.ndarray:
+        """A copy of `logits` with every token the grammar refuses set to -inf."""
+        self.masks += 1
+        bits = np.frombuffer(self._m.compute_bitmask(), dtype=np.uint8)
+        allowed = np.unpackbits(bits, bitorder="little")[: logits.shape[0]].astype(bool)
+        if logits.shape[0] > allowed.shape[0]:
+            allowed = np.pad(allowed, (0, logits.shape[0] - allowed.shape[0]))
+        return np.where(allowed, logits, -np.inf)
+
+    def consume(self, tokens: list[int]) -> None:
+        if not self._m.consume_tokens(tokens):
+            raise ModelError(f"llguidance refused its own tokens: {self._m.get_error()}")
+
+    def finished(self) -> bool:
+        """Nothing but the end of the reply can follow."""
+        return self._m.is_stopped()

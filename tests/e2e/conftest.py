@@ -52,3 +52,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_collection_modifyitems(items):
+    # A real model on two shared cores: each test here may take minutes, not the default 180 s.
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.timeout(900))

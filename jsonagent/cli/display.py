@@ -32,6 +32,7 @@ class Display:
         self.live = self.err.is_terminal and not quiet
         self._status: Any = None
         self._label: str | None = None  # what the spinner says when no status overrides it
+        self._since = 0.0  # when that began: its seconds go on after a status
         self._model_s = 0.0
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
@@ -44,17 +45,17 @@ class Display:
         if what is not None:
             self._start(what, keep=True)
         elif self._label is not None:
-            self._start(self._label)
+            self._start(self._label, since=self._since)
         else:
             self._stop()
 
-    def _start(self, what: str, keep: bool = False) -> None:
+    def _start(self, what: str, keep: bool = False, since: float | None = None) -> None:
         if not self.live:
             return
-        label = self._label if keep else what
+        label, first = (self._label, self._since) if keep else (what, since)
         self._stop()
-        self._label = label
-        t0 = time.monotonic()
+        self._label, self._since = label, first or time.monotonic()
+        t0 = since or time.monotonic()
 
         class Elapsed:  # rich renders it on every refresh, so the seconds tick
             def __rich__(self) -> str:

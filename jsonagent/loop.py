@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from . import events as ev
+from . import stall
 from .config import JSON_MODES, AgentConfig
 from .envelope import Parsed, ReplyProblem, parse_reply, response_format
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
@@ -184,7 +185,20 @@ class Loop:
                 return
             record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
         record.tool_s = time.perf_counter() - t0
-        yield self._record(record, note_ or self._repeat_note(record))
+        yield from self._observed(record, tool.spec.repeatable, note_)
+
+    def _observed(self, record: StepRecord, repeatable: bool, note_: str | None) -> Generator:
+        """Record a tool's result. A model that repeats itself `stall_after` times is told so
+        plainly; once more and the run ends stalled (one mechanism, see stall.py)."""
+        verdict = None if repeatable else stall.check(self.s.steps, self.config.stall_after)
+        if verdict is not None and verdict.action == "warn":
+            note_ = note(f"stall_{verdict.kind}", count=verdict.count, final=self.toolset.final.name)
+        yield self._record(record, note_)
+        if verdict is not None and verdict.action == "stop":
+            yield self._end("stalled", error=f"the model repeated itself (the same {verdict.kind} "
+                            f"{verdict.count} times): {record.tool} "
+                            f"{json.dumps(record.args, ensure_ascii=False)}",
+                            repeated={"tool": record.tool, "args": record.args})
 
     def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
         tool = self.toolset.get(call.tool)
@@ -201,15 +215,6 @@ class Loop:
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             return {"error": f"{type(exc).__name__}: {exc}"}, True
         return (out if isinstance(out, Pending) else ev.jsonable(out)), False
-
-    def _repeat_note(self, record: StepRecord) -> str | None:
-        """Small models loop on a call, or on two in turn, while their thought already holds
-        the answer. The observation alone never stops them; a plain word sometimes does
-        (3 of 14 loops on the 1.5B in bench/results)."""
-        same = [s.index for s in self.s.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
-        if not same:
-            return None
-        return note("repeat", step=same[-1], final=self.toolset.final.name)
 
     def _record(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
         self._observe(record.tool, record.observation, note_)
@@ -274,11 +279,13 @@ class Loop:
         self.s.pending = pending
         return self._end("needs_human")
 
-    def _end(self, status: str, answer: Any = None, error: str | None = None) -> ev.RunEnd:
+    def _end(self, status: str, answer: Any = None, error: str | None = None,
+             repeated: dict | None = None) -> ev.RunEnd:
         s = self.s
         s.status, s.answer, s.error = status, ev.jsonable(answer), error
         result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=s.usage,
                            stats=s.stats, error=error, pending=s.pending, json_mode=s.json_mode,
+                           repeated=repeated,
                            run_id=s.run_id, session_id=s.session_id)
         try:
             self.hooks.call("on_end", s, result)

@@ -21,6 +21,7 @@ from .config import JSON_MODES, AgentConfig
 from .envelope import Parsed, ReplyProblem, parse_reply, response_format
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
 from .hooks import Hooks, ToolCall, Veto
+from .memory import Memory
 from .models import Model, ModelReply
 from .prompt import JsonStyle, note
 from .result import RunResult
@@ -51,6 +52,7 @@ class Loop:
         self.hooks, self.approve, self.output_type = hooks, approve, output_type
         self.cancel = cancel or threading.Event()
         self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
+        self.memory = Memory(model, config, style)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -103,7 +105,7 @@ class Loop:
         Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
         for attempt in range(self.config.max_reasks + 1):
-            reply = yield from self._complete(self.s.messages + extra, index, attempt)
+            reply = yield from self._complete(extra, index, attempt)
             parsed = parse_reply(reply.text, self.toolset)
             self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
@@ -117,17 +119,22 @@ class Loop:
                           Message(role="user", content=parsed.for_model(self.toolset))]
         return parsed
 
-    def _complete(self, messages: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
+    def _complete(self, extra: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
         while True:
             fmt = response_format(self.s.json_mode, self.toolset, self.config.thought_max_chars)
+            # memory decides what of the history this request shows, within the budget
+            view = yield from self._numbered(self.memory.fit(self.s, extra, index))
+            wire = self.style.render(view, self.config.observation_role)
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply: ModelReply = self.model.complete(
-                    self.style.render(messages, self.config.observation_role), fmt)
+                reply: ModelReply = self.model.complete(wire, fmt)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
+            self.memory.calibrate(self.s, wire, reply.usage)
+            if self.memory.counting:  # usage says how the budget was counted
+                reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             self.s.stats.model_calls += 1
             self.s.usage += reply.usage
             self.hooks.call("after_model", self.s, reply)
@@ -135,6 +142,15 @@ class Loop:
                                            usage=reply.usage, json_mode=self.s.json_mode,
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
+
+    def _numbered(self, events: Iterator[ev._Event]) -> Iterator[ev._Event]:
+        """Pass on a policy's events as this run's; return what the policy returns."""
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as stop:
+                return stop.value
+            yield self._event(event)
 
     def _step_down(self, reason: str) -> ev.JsonModeChange:
         """The endpoint refused our response_format: use the next weaker mode from now on."""
@@ -237,10 +253,7 @@ class Loop:
             return None
 
     def _observe(self, tool_name: str, response: Any, note_: str | None = None) -> None:
-        text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
-        limit = self.config.max_observation_chars
-        if len(text) > limit:
-            response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+        """The whole result goes into the history; memory cuts it in the context if need be."""
         body = {"tool_name": tool_name, "response": response} | ({"note": note_} if note_ else {})
         self.s.messages.append(Message(role="observation",
                                        content=json.dumps(body, ensure_ascii=False)))

@@ -119,6 +119,20 @@ class LocalModel:
             ),
         )
 
+    @property
+    def context_tokens(self) -> int:
+        """The context window (`n_ctx`): prompt and reply together."""
+        return self.config.n_ctx
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """The exact prompt tokens of a request: the chat template llama.cpp itself applies,
+        then its tokenizer."""
+        if not hasattr(self, "_formatter"):
+            self._formatter = _chat_formatter(self._llm)
+        result = self._formatter(messages=messages)
+        return len(self._llm.tokenize(result.prompt.encode("utf-8"),
+                                      add_bos=not result.added_special, special=True))
+
     def close(self) -> None:
         """Free the model now rather than at garbage collection."""
         self._llm.close()
@@ -149,6 +163,21 @@ class LocalModel:
             except Exception as exc:  # the converter raises bare errors on schemas it cannot express
                 raise ResponseFormatRejected(f"{self.name}: cannot turn the schema into a grammar: {exc}") from None
         return self._grammars[key]
+
+
+def _chat_formatter(llm: Any) -> Any:
+    """The formatter behind the chat handler `create_chat_completion` uses. llama-cpp-python
+    keeps it only inside the handler's closure, so it is read from there."""
+    import inspect
+
+    from llama_cpp import llama_chat_format
+
+    handler = llm.chat_handler or llm._chat_handlers.get(llm.chat_format) \
+        or llama_chat_format.get_chat_completion_handler(llm.chat_format)
+    formatter = inspect.getclosurevars(handler).nonlocals.get("chat_formatter")
+    if formatter is None:
+        raise ModelError(f"cannot count tokens for chat format {llm.chat_format!r}")
+    return formatter
 
 
 def _reused_prefix(before: list[int], prompt: list[int]) -> int:

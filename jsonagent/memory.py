@@ -10,7 +10,9 @@ every observation whole. Each request shows a view of it:
 - Before a request would go over budget, the context is compacted, in this order: older
   steps lose their thought (their answers stay); then the oldest turns are condensed into
   the summary by a plain-text request (`response_format=None`) to the run's model or
-  `AgentConfig.summary_model`; if that fails, they are dropped, and an event says so.
+  `AgentConfig.summary_model`; if that fails, they are dropped, and an event says so. The
+  summary request is the current context up to the cut plus one instruction, so it reuses
+  the cached prefix too.
 - A compaction goes well below the budget (`LOW_WATER`), and between two compactions the
   view only grows at its end: the prefix stays byte-identical for many steps, so llama.cpp's
   KV cache and endpoints' prompt caches stay warm.
@@ -62,8 +64,10 @@ class Memory:
 
     # -- the view -----------------------------------------------------------------------------
 
-    def view(self, state: RunState, extra: list[Message] = ()) -> list[Message]:
-        """The style-neutral messages of the next request, under the current layout."""
+    def view(self, state: RunState, extra: list[Message] = (), end: int | None = None
+             ) -> list[Message]:
+        """The style-neutral messages of the next request, under the current layout
+        (with `end`, only the stored messages before it)."""
         m, msgs = state.memory, state.messages
         out = [msgs[0]]
         if m.start > 1:
@@ -71,7 +75,8 @@ class Memory:
             question = _question_at(state)
             if question is not None and question < m.start:
                 out.append(msgs[question])
-        out += [self._shown(msgs[i], bare=i < m.bare) for i in range(m.start, len(msgs))]
+        end = len(msgs) if end is None else end
+        out += [self._shown(msgs[i], bare=i < m.bare) for i in range(m.start, end)]
         return out + list(extra)
 
     def count(self, state: RunState, messages: list[Message]) -> int:
@@ -149,8 +154,7 @@ class Memory:
                    starts[-1])
         if cut <= m.start:  # a single turn is left: nothing to condense
             return
-        covered = state.messages[m.start:cut]
-        summary, failure = yield from self._summarise(state, covered, step)
+        summary, failure = yield from self._summarise(state, cut, step)
         if summary is not None:
             m.summary = summary
         elif not (m.summary or "").endswith(note("summary_dropped")):
@@ -170,41 +174,33 @@ class Memory:
         finally:
             m.start, m.bare, m.summary = saved
 
-    def _summarise(self, state: RunState, covered: list[Message],
-                   step: int) -> Iterator[ev._Event]:
-        """Returns (summary, None), or (None, why it failed)."""
+    def _summarise(self, state: RunState, cut: int, step: int) -> Iterator[ev._Event]:
+        """Condense the turns before `cut` (and the summary so far). The request is the view
+        up to `cut`, which the KV cache or prompt cache already holds, plus one instruction.
+        Returns (summary, None), or (None, why it failed)."""
         words = max(self.budget // SUMMARY_SHARE * 3 // 4, 30)
-        previous = note("summary_previous", summary=state.memory.summary) \
-            if state.memory.summary else ""
-        text = "\n\n".join(self._transcript_line(msg) for msg in covered)
-        text = text[: self.budget * CHARS_PER_TOKEN_FLOOR // 2]  # the request itself must fit
-        request = [{"role": "system", "content": note("summary_system", words=words)},
-                   {"role": "user", "content": note("summary_request", previous=previous,
-                                                    messages=text)}]
+        request = self.view(state, [Message(role="user", content=note("summary_request", words=words))],
+                            end=cut)
+        wire = self.style.render(request, self.config.observation_role)
         model, t0 = self._summary_model(), time.perf_counter()
         summary, failure, usage = None, None, Usage()
         try:
-            reply = model.complete(request, None)
+            reply = model.complete(wire, None)
             usage, summary = reply.usage, reply.text.strip()
             if not summary:
                 summary, failure = None, "the summary came back empty"
         except Exception as exc:  # a failed summary costs old turns, never the run
             failure = f"{type(exc).__name__}: {exc}"
-            log.warning("summary failed (%s); dropping %d old messages", failure, len(covered))
+            log.warning("summary failed (%s); dropping old turns", failure)
         if summary is not None:
             summary = summary[: self.budget // SUMMARY_SHARE * CHARS_PER_TOKEN_FLOOR]
         if model is self.model:  # a replayed script counts summaries among the model's calls
             state.stats.model_calls += 1
         state.usage += usage
-        yield ev.SummaryCall(step=step, model=getattr(model, "name", "?"), messages=len(covered),
-                             text=summary, error=failure, usage=usage,
-                             latency_s=round(time.perf_counter() - t0, 4))
+        yield ev.SummaryCall(step=step, model=getattr(model, "name", "?"),
+                             messages=cut - state.memory.start, text=summary, error=failure,
+                             usage=usage, latency_s=round(time.perf_counter() - t0, 4))
         return summary, failure
-
-    def _transcript_line(self, msg: Message) -> str:
-        shown = self._shown(msg, bare=False)
-        who = {"observation": "tool result"}.get(msg.role, msg.role)
-        return f"{who}: {shown.content}"
 
     def _summary_model(self) -> Model:
         if self.config.summary_model is None:

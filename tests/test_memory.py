@@ -29,7 +29,7 @@ def stepper(summary="SUMMARY: pages fetched so far", long_thoughts=False, finish
     calls = {"steps": 0}
 
     def reply(messages, response_format):
-        if response_format is None and messages[0]["content"].startswith("You condense"):
+        if response_format is None:  # a summary request
             if isinstance(summary, BaseException):
                 raise summary
             return summary
@@ -82,6 +82,11 @@ def test_a_budget_is_never_exceeded_and_old_turns_are_summarised(tmp_path):
     last = requests[-1]
     assert last[0]["role"] == "system" and "SUMMARY: pages fetched" in last[1]["content"]
     assert last[2]["content"] == "read the pages"  # the question stays in view
+    # a summary request is the cached prefix of the request before it, plus one instruction
+    at = next(i for i, r in enumerate(model.requests) if r["response_format"] is None)
+    asked = model.requests[at]["messages"]
+    assert asked[:-1] == model.requests[at - 1]["messages"][:len(asked) - 1]
+    assert "plain text" in asked[-1]["content"]
     # summaries count among the model's calls (a replayed script relies on it)
     assert r.stats.model_calls == len(model.requests)
 
@@ -250,3 +255,24 @@ def test_a_tiny_budget_is_a_config_error(value):
 
     with pytest.raises(ValidationError):
         AgentConfig(max_context_tokens=value)
+
+
+def cli(*args):
+    import os
+
+    return subprocess.run([sys.executable, "-m", "jsonagent", *map(str, args)],
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
+
+
+def test_cli_max_context_tokens(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([json.dumps(DONE)]))
+    ok = cli("run", "x", "--model", f"scripted:{path}", "--max-context-tokens", "4000",
+             "--output", "json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["usage"]["counting"] == "estimate"
+    over = cli("run", "x " * 3000, "--model", f"scripted:{path}", "--max-context-tokens", "2000")
+    assert over.returncode == 1 and "over the budget of 2000" in over.stderr
+    assert "Traceback" not in over.stderr
+    bad = cli("run", "x", "--model", f"scripted:{path}", "--max-context-tokens", "10")
+    assert bad.returncode == 2

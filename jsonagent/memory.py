@@ -142,12 +142,13 @@ class Memory:
         target = int(self.budget * LOW_WATER)
         change = dict(step=step, tokens_before=before, budget=self.budget, counting=self.counting)
         if len(starts) > KEEP_THOUGHTS and m.bare < starts[-KEEP_THOUGHTS]:
-            m.bare = starts[-KEEP_THOUGHTS]
+            bare, m.bare = m.bare, starts[-KEEP_THOUGHTS]
             after = self.count(state, self.view(state, extra))
             if after <= target:
                 yield ev.ContextChange(action="thoughts", covered=m.start - 1, tokens_after=after,
                                        **change)
                 return
+            m.bare = bare  # not enough: the summary request below keeps the cached prefix
         # the fewest oldest turns whose removal, with room for a summary, reaches the target
         room = self.budget // SUMMARY_SHARE
         cut = next((s for s in starts[1:] if self._without(state, extra, s) + room <= target),

@@ -193,15 +193,16 @@ def _save(name: str, text: str, runs: dict, budget: int) -> None:
         return
     fig, ax = plt.subplots(figsize=(8, 4))
     for label, rows in runs.items():
-        ax.plot([r["turn"] for r in rows], [r["prompt_tokens"] for r in rows],
-                label=f"{label}: prompt tokens")
+        turns = [r["turn"] for r in rows]
+        ax.plot(turns, [r["largest_request"] for r in rows], label=f"{label}: largest request")
         if any(r["cached_tokens"] for r in rows):
-            ax.plot([r["turn"] for r in rows], [r["cached_tokens"] for r in rows],
-                    label=f"{label}: reused from the KV cache", linestyle="--")
-    ax.axhline(budget, color="grey", linewidth=0.8, linestyle=":", label=f"budget per request ({budget})")
+            ax.plot(turns, [r["prompt_tokens"] for r in rows], label=f"{label}: all requests",
+                    linewidth=0.8)
+            ax.plot(turns, [r["cached_tokens"] for r in rows], linestyle="--", linewidth=0.8,
+                    label=f"{label}: reused from the KV cache")
+    ax.axhline(budget, color="grey", linewidth=0.8, linestyle=":", label=f"budget ({budget})")
     ax.set_xlabel("turn")
-    ax.set_ylabel("prompt tokens in the turn")
-    ax.set_yscale("log" if name == "scripted" else "linear")
+    ax.set_ylabel("prompt tokens")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=110)

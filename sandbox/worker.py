@@ -111,7 +111,11 @@ class Worker:
         while tb is not None and tb.tb_frame.f_code.co_filename != filename:
             tb = tb.tb_next  # hide the worker's own frames
         try:
-            text = "".join(traceback.format_exception(type(exc), exc, tb))
+            report = traceback.TracebackException(type(exc), exc, tb)
+            # the interrupt handler's frame sits below the cell's: it is ours, not the cell's
+            report.stack = traceback.StackSummary.from_list(
+                [f for f in report.stack if f.filename != __file__])
+            text = "".join(report.format())
         except Exception:  # a hostile __str__ or a broken traceback
             text = f"{type(exc).__name__}: <unprintable>"
         if len(text) > self.error_limit:

@@ -113,6 +113,8 @@ def test_interrupted_exit_130_keeps_the_transcript(tmp_path):
     (["run", "x"], "no model: pass --model"),
     (["run", "x", "--model", "scripted:/nonexistent.json"], "cannot read script"),
     (["run", "x", "--model", "gpt-4o-mini"], "no API key"),
+    (["run", "x", "--model", "local", "--base-url", "http://127.0.0.1:9/v1"],
+     "runs llama.cpp in this process, so --base-url has nothing to do"),
 ])
 def test_configuration_errors_exit_2_in_one_line(args, fragment):
     proc = cli(*args)

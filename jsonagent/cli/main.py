@@ -58,10 +58,11 @@ def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, n
     from ..store import default_path
 
     live = interactive(no_input)
-    return opts.build_agent(ask_human=display.ask if live else None,
-                            approve=display.approve if live else None,
-                            on_event=display.event, transcript=transcript,
-                            store=None if no_store else default_path())
+    with display.working(f"loading {opts.model or 'the model'}…"):
+        return opts.build_agent(ask_human=display.ask if live else None,
+                                approve=display.approve if live else None,
+                                on_event=display.event, transcript=transcript,
+                                store=None if no_store else default_path())
 
 
 def _finish(display, result, output: OutputChoice):
@@ -79,7 +80,11 @@ def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The ta
         session: SessionOpt = None, no_input: NoInputOpt = False,
         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
         output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
-    """Run one task and print the answer; the steps are shown live on stderr."""
+    """Run one task and print its answer.
+
+    The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
+    completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled,
+    130 interrupted."""
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)
@@ -99,7 +104,9 @@ def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The pau
                "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
            no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
            output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
-    """Go on with a paused or interrupted run, with the model and tools it recorded."""
+    """Go on with a paused or interrupted run.
+
+    The model and tools the run recorded are used again; --model and --tools override them."""
     from ..errors import ConfigError
     from ..store import open_store
     from .display import Display
@@ -129,7 +136,10 @@ Ctrl-C during a turn cancels that turn; the conversation goes on."""
 @run_options
 def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
          transcript: TranscriptOpt = None, no_store: NoStoreOpt = False, *, opts: RunOptions):
-    """A conversation: history and the code interpreter's variables carry over. /help for more."""
+    """Talk with the agent, turn after turn.
+
+    History and the code interpreter's variables carry over between turns; with --session
+    the conversation is kept and goes on in a later chat. Type /help inside for the rest."""
     from .display import Display
 
     display = Display(stored=not no_store)

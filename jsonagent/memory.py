@@ -82,7 +82,11 @@ class Memory:
     def count(self, state: RunState, messages: list[Message]) -> int:
         wire = self.style.render(messages, self.config.observation_role)
         if self.exact:
-            return self.model.count_tokens(wire)
+            try:
+                return self.model.count_tokens(wire)
+            except Exception as exc:  # a backend that cannot count after all: estimate
+                log.warning("%s cannot count tokens (%s); estimating", self.model.name, exc)
+                self.exact, self.counting = False, "estimate"
         ratio = state.memory.tokens_per_char or FIRST_GUESS
         return math.ceil(_chars(wire) * ratio * ESTIMATE_MARGIN)
 

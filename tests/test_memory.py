@@ -276,3 +276,15 @@ def test_cli_max_context_tokens(tmp_path):
     assert "Traceback" not in over.stderr
     bad = cli("run", "x", "--model", f"scripted:{path}", "--max-context-tokens", "10")
     assert bad.returncode == 2
+
+
+def test_a_backend_that_cannot_count_after_all_falls_back_to_the_estimate():
+    class Broken(ScriptedModel):
+        context_tokens = 3000
+
+        def count_tokens(self, messages):
+            raise RuntimeError("no tokenizer")
+
+    model = Broken([DONE])
+    r = Agent(model=model, tools=[fetch]).run("go")
+    assert r.status == "completed" and r.usage.counting == "estimate"

@@ -24,7 +24,19 @@ class AgentConfig(BaseModel):
     observation_role: Literal["user", "tool", "system"] = "user"
     """Role of the message that carries a tool's result back to the model."""
     max_observation_chars: int = Field(8000, ge=200)
-    """Longer tool results are cut, with a note saying so, to protect the context window."""
+    """Longer tool results are cut in the context, with a note saying so (the run's record
+    keeps them whole)."""
+    max_context_tokens: int | None = Field(None, ge=256)
+    """The context budget: most tokens one request may carry. None takes the model's context
+    window minus `reply_tokens` where the model knows it (n_ctx for local models), else no
+    budget. Older turns are summarised to stay under it."""
+    reply_tokens: int = Field(1024, ge=0)
+    """Tokens kept free for the reply when the budget comes from the model's window."""
+    summary_model: str | None = None
+    """A cheaper model for the summaries (a --model name); None uses the run's model."""
+    stall_after: int | None = Field(3, ge=2)
+    """The same call, or the same result, this many times: the model is told it repeats
+    itself; once more and the run ends `stalled`. None turns stall detection off."""
     thought_max_chars: int | None = Field(600, ge=16)
     """Cap on the thought's length in schema mode; constrained decoders enforce it, which
     keeps small models from rambling. None for no cap."""

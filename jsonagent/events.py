@@ -125,6 +125,39 @@ class ToolResult(_Event):
     """What the loop added for the model beside the observation."""
 
 
+class SummaryCall(_Event):
+    """One request that condensed older messages for the context (memory.py)."""
+
+    type: Literal["summary"] = "summary"
+    step: int
+    model: str
+    messages: int
+    """Stored messages it condensed."""
+    text: str | None = None
+    """The summary, or None when the call failed."""
+    error: str | None = None
+    usage: Usage
+    latency_s: float
+
+
+class ContextChange(_Event):
+    """The context was compacted to stay under the budget; the stored history is untouched."""
+
+    type: Literal["context"] = "context"
+    step: int
+    action: Literal["thoughts", "summarised", "dropped"]
+    """thoughts: older steps shown without their thought; summarised: older turns replaced
+    by the summary; dropped: older turns left out, because summarising failed."""
+    covered: int
+    """Stored messages (after the system prompt) the context no longer shows as they are."""
+    tokens_before: int
+    tokens_after: int
+    budget: int
+    counting: str
+    """exact or estimate."""
+    reason: str | None = None
+
+
 class RunEnd(_Event):
     """The last event of a run, or of one stretch of it when it pauses (needs_human)."""
 
@@ -140,5 +173,6 @@ class RunEnd(_Event):
 
 
 Event = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
-                        Approval, ToolResult, RunEnd], Field(discriminator="type")]
+                        Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
+                  Field(discriminator="type")]
 EVENT = TypeAdapter(Event)

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from . import events as ev
+from . import stall
 from .config import JSON_MODES, AgentConfig
 from .envelope import Parsed, ReplyProblem, parse_reply
 from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
 from .hooks import Hooks, ToolCall, Veto
+from .memory import Memory
 from .models import Model, ModelReply
 from .prompt import PromptStyle, note
 from .result import RunResult
@@ -51,6 +53,7 @@ class Loop:
         self.cancel = cancel or threading.Event()
         self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
         self._reply_note: str | None = None
+        self.memory = Memory(model, config, style)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -104,7 +107,7 @@ class Loop:
         Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
         for attempt in range(self.config.max_reasks + 1):
-            reply = yield from self._complete(self.s.messages + extra, index, attempt)
+            reply = yield from self._complete(extra, index, attempt)
             parsed = parse_reply(reply.text, self.toolset)
             self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
@@ -118,19 +121,23 @@ class Loop:
                           Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed
 
-    def _complete(self, messages: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
+    def _complete(self, extra: list[Message], index: int, attempt: int) -> Iterator[ev._Event]:
         while True:
             fmt = self.style.response_format(self.s.json_mode, self.toolset,
                                              self.config.thought_max_chars)
+            # memory decides what of the history this request shows, within the budget
+            view = yield from self._numbered(self.memory.fit(self.s, extra, index))
+            wire = self.style.render(view, self.config.observation_role)
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply: ModelReply = self.model.complete(
-                    self.style.render(messages, self.config.observation_role), fmt,
-                    stop=self.style.stop)
+                reply: ModelReply = self.model.complete(wire, fmt, stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
+            self.memory.calibrate(self.s, wire, reply.usage)
+            if self.memory.counting:  # usage says how the budget was counted
+                reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             self.s.stats.model_calls += 1
             self.s.usage += reply.usage
             self.hooks.call("after_model", self.s, reply)
@@ -138,6 +145,15 @@ class Loop:
                                            usage=reply.usage, json_mode=self.s.json_mode,
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
+
+    def _numbered(self, events: Iterator[ev._Event]) -> Iterator[ev._Event]:
+        """Pass on a policy's events as this run's; return what the policy returns."""
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as stop:
+                return stop.value
+            yield self._event(event)
 
     def _step_down(self, reason: str) -> ev.JsonModeChange:
         """The endpoint refused our response_format: use the next weaker mode from now on."""
@@ -188,9 +204,23 @@ class Loop:
                 return
             record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
         record.tool_s = time.perf_counter() - t0
-        notes = (note_, self._reply_note, self._repeat_note(record))
+        yield from self._observed(record, tool.spec.repeatable, note_)
+
+    def _observed(self, record: StepRecord, repeatable: bool, note_: str | None) -> Generator:
+        """Record a tool's result. A model that repeats itself `stall_after` times is told so
+        plainly; once more and the run ends stalled (one mechanism, see stall.py)."""
+        verdict = None if repeatable else stall.check(self.s.steps, self.config.stall_after)
+        notes = [note_, self._reply_note]
         self._reply_note = None
+        if verdict is not None and verdict.action == "warn":
+            notes.append(note(f"stall_{verdict.kind}", count=verdict.count,
+                              final=self.toolset.final.name))
         yield self._record(record, " ".join(filter(None, notes)) or None)
+        if verdict is not None and verdict.action == "stop":
+            yield self._end("stalled", error=f"the model repeated itself (the same {verdict.kind} "
+                            f"{verdict.count} times): {record.tool} "
+                            f"{json.dumps(record.args, ensure_ascii=False)}",
+                            repeated={"tool": record.tool, "args": record.args})
 
     def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
         tool = self.toolset.get(call.tool)
@@ -207,15 +237,6 @@ class Loop:
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             return {"error": f"{type(exc).__name__}: {exc}"}, True
         return (out if isinstance(out, Pending) else ev.jsonable(out)), False
-
-    def _repeat_note(self, record: StepRecord) -> str | None:
-        """Small models loop on a call, or on two in turn, while their thought already holds
-        the answer. The observation alone never stops them; a plain word sometimes does
-        (3 of 14 loops on the 1.5B in bench/results)."""
-        same = [s.index for s in self.s.steps[:-1] if (s.tool, s.args) == (record.tool, record.args)]
-        if not same:
-            return None
-        return note("repeat", step=same[-1], final=self.toolset.final.name)
 
     def _record(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
         self._observe(record.tool, record.observation, note_)
@@ -238,10 +259,7 @@ class Loop:
             return None
 
     def _observe(self, tool_name: str, response: Any, note_: str | None = None) -> None:
-        text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
-        limit = self.config.max_observation_chars
-        if len(text) > limit:
-            response = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+        """The whole result goes into the history; memory cuts it in the context if need be."""
         body = {"tool_name": tool_name, "response": response} | ({"note": note_} if note_ else {})
         self.s.messages.append(Message(role="observation",
                                        content=json.dumps(body, ensure_ascii=False)))
@@ -280,11 +298,13 @@ class Loop:
         self.s.pending = pending
         return self._end("needs_human")
 
-    def _end(self, status: str, answer: Any = None, error: str | None = None) -> ev.RunEnd:
+    def _end(self, status: str, answer: Any = None, error: str | None = None,
+             repeated: dict | None = None) -> ev.RunEnd:
         s = self.s
         s.status, s.answer, s.error = status, ev.jsonable(answer), error
         result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=s.usage,
                            stats=s.stats, error=error, pending=s.pending, json_mode=s.json_mode,
+                           repeated=repeated,
                            run_id=s.run_id, session_id=s.session_id)
         try:
             self.hooks.call("on_end", s, result)

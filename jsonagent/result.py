@@ -23,6 +23,8 @@ class RunResult(BaseModel):
     """Why the run failed, in one line."""
     pending: Pending | None = None
     """What the run waits for when status is needs_human: a question or an approval."""
+    repeated: dict[str, Any] | None = None
+    """The call the model kept repeating when status is stalled: {"tool": ..., "args": ...}."""
     json_mode: str | None = None
     """The JSON mode in force at the end, after any step-down."""
     run_id: str = ""

@@ -17,7 +17,7 @@ from .errors import ConfigError
 from .loop import Loop, Resume
 from .prompt import note
 from .result import RunResult
-from .state import Message, RunState, new_id
+from .state import MemoryState, Message, RunState, new_id
 from .store import SessionBusy
 
 if TYPE_CHECKING:
@@ -133,6 +133,7 @@ class Session:
             json_mode=json_mode, config=agent.config.model_dump(),
             toolset=agent.toolset.fingerprint(), tools=agent.toolset.names,
             model=getattr(agent.model, "name", "?"), origin=agent.origin,
+            memory=last.memory if last is not None else MemoryState(),
             code_used=bool(last and last.code_used))
 
     def _drive(self, state: RunState, resume: Resume | None) -> Iterator[ev._Event]:

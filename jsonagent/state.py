@@ -25,6 +25,23 @@ class Message(BaseModel):
     content: str
 
 
+class MemoryState(BaseModel):
+    """What the context policy (`memory.Memory`) keeps between requests. It changes only
+    when the context is compacted, so the requests in between share a byte-identical prefix,
+    and a run resumed in another process sends the same context."""
+
+    summary: str | None = None
+    """The text shown in the slot right after the system prompt, standing for
+    `messages[1:start]`; None while nothing has been compacted."""
+    start: int = 1
+    """Index of the first stored message the context shows as it is."""
+    bare: int = 1
+    """Steps stored before this index are shown without their thought."""
+    tokens_per_char: float = 0.0
+    """The estimate's calibration: prompt tokens the endpoint reported per character sent
+    (0 until the first reply)."""
+
+
 Status = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
 
 
@@ -97,6 +114,8 @@ class RunState(BaseModel):
     model: str = ""
     origin: dict[str, Any] = {}
     """How the front end built the agent (the CLI's options), so that it can be built again."""
+    memory: MemoryState = MemoryState()
+    """The context policy's layout: the summary slot and what it covers (see memory.py)."""
     code_used: bool = False
     """The code interpreter ran in this conversation: its variables die with the process."""
 

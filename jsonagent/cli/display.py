@@ -98,6 +98,9 @@ class Display:
             p(f"  {verdict} {escape(event.tool)}" + (f": {escape(event.reason)}" if event.reason else ""))
         elif isinstance(event, ev.RunResumed):
             p(f"[dim]resuming run {event.run_id}[/]")
+        elif isinstance(event, ev.ContextChange):
+            p(f"  [dim]context {event.action}: {event.tokens_before} → {event.tokens_after} tokens "
+              f"(budget {event.budget})[/]")
         elif isinstance(event, ev.JsonModeChange):
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
         self._next(event)

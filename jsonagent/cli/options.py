@@ -53,6 +53,7 @@ class RunOptions(BaseModel):
     base_url: str | None = None
     api_key: str | None = None
     max_steps: int = 10
+    max_context_tokens: int | None = None
     json_mode: str | None = None
     prompt_style: str = "json"
     sandbox: str = "auto"
@@ -71,6 +72,7 @@ class RunOptions(BaseModel):
 
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
                              prompt_style=self.prompt_style,
+                             max_context_tokens=self.max_context_tokens,
                              require_isolation=self.sandbox == "strict",
                              confirm=["CodeInterpreterTool"] if self.confirm_code else [])
         model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
@@ -154,6 +156,10 @@ _SHARED: dict[str, tuple[Any, Any]] = {
         "--api-key", metavar="KEY", help="API key. Default: $OPENAI_API_KEY.")], None),
     "max_steps": (Annotated[int, typer.Option(
         "--max-steps", min=1, metavar="N", help="Tool calls allowed.")], 10),
+    "max_context_tokens": (Annotated[Optional[int], typer.Option(
+        "--max-context-tokens", min=256, metavar="N",
+        help="Context budget: most tokens one request may carry; older turns are summarised "
+             "to stay under it. Default: the model's window (local models), else none.")], None),
     "json_mode": (Annotated[Optional[JsonModeChoice], typer.Option(
         "--json-mode",
         help="How JSON is forced. Default: the model's own (object for endpoints).")], None),

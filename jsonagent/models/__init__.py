@@ -16,12 +16,17 @@ class Usage(BaseModel):
     """Tokens generated."""
     cached_tokens: int = 0
     """Prompt tokens served from a reused prefix (KV cache), when the backend reports it."""
+    counting: str = ""
+    """How the context budget counted tokens: "exact" (the backend's own tokenizer) or
+    "estimate" (characters, calibrated against the prompt_tokens the endpoint reports);
+    "" when no budget applied."""
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            counting=other.counting or self.counting,
         )
 
 
@@ -36,7 +41,12 @@ class Model(Protocol):
     """One method: messages and an optional OpenAI-style response_format in, text out.
 
     `stop` lists sequences that end the reply early (not included in the text); a prompt
-    style sends them, as ReAct sends `Observation:`. Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
+    style sends them, as ReAct sends `Observation:`.
+
+    Optional: `count_tokens(messages) -> int`, the exact prompt tokens of a request, and
+    `context_tokens`, the model's context window; the context budget uses them when present.
+
+    Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
     and `errors.ModelError` for anything else that is not recoverable.
     """
 

@@ -170,6 +170,18 @@ class LocalModel:
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
                                                  cached_tokens=reused))
 
+    @property
+    def context_tokens(self) -> int:
+        """The context window (`n_ctx`): prompt and reply together."""
+        return self.config.n_ctx
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """The exact prompt tokens of a request: the chat template llama.cpp itself applies,
+        then its tokenizer."""
+        result = self._formatter(messages=messages)
+        return len(self._llm.tokenize(result.prompt.encode("utf-8"),
+                                      add_bos=not result.added_special, special=True))
+
     def close(self) -> None:
         """Free the model now rather than at garbage collection."""
         self._guide_ready.wait()

@@ -69,6 +69,8 @@ class ToolSpec(BaseModel):
     """'package.module:function', or {"python": ...}, {"command": [...]} or {"http": {...}}."""
     confirm: bool = False
     """A person must approve each call before it runs."""
+    repeatable: bool = False
+    """Calls repeat on purpose (a polling tool): stall detection leaves them alone."""
     origin: str = "<dict>"
     """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
 
@@ -81,6 +83,7 @@ class ToolSpec(BaseModel):
             data = data["function"]
         handler = outer.get("handler") or data.get("handler")
         confirm = bool(outer.get("confirm") or data.get("confirm"))
+        repeatable = bool(outer.get("repeatable") or data.get("repeatable"))
         where = _where(origin, data)
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
@@ -109,7 +112,7 @@ class ToolSpec(BaseModel):
             _check_handler(handler, params, where)
         return cls(name=data["name"], description=data.get("description", ""),
                    parameters=params, returns=returns, handler=handler,
-                   confirm=confirm, origin=origin)
+                   confirm=confirm, repeatable=repeatable, origin=origin)
 
     def validate_args(self, args: Any) -> list[ArgError]:
         """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""

@@ -66,7 +66,7 @@ class Tool:
 
 
 def tool(fn: Callable | None = None, *, name: str | None = None,
-         description: str | None = None, confirm: bool = False) -> Any:
+         description: str | None = None, confirm: bool = False, repeatable: bool = False) -> Any:
     """Turn a typed function into a Tool; the schema comes from pydantic, the text from the docstring.
 
         @tool
@@ -78,10 +78,12 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
                 b: the second one
             '''
 
-    `confirm=True` makes every call wait for a person's approval.
+    `confirm=True` makes every call wait for a person's approval; `repeatable=True` marks a
+    tool that is called again on purpose (polling), which stall detection then leaves alone.
     """
     def wrap(f: Callable) -> Tool:
-        return _make_tool(f, name=name, description=description, confirm=confirm)
+        return _make_tool(f, name=name, description=description, confirm=confirm,
+                          repeatable=repeatable)
 
     return wrap(fn) if fn is not None else wrap
 
@@ -96,7 +98,8 @@ def context_param(fn: Callable) -> str | None:
     return next((n for n, h in hints.items() if h is RunContext or h == "RunContext"), None)
 
 
-def _make_tool(f: Callable, name: str | None, description: str | None, confirm: bool) -> Tool:
+def _make_tool(f: Callable, name: str | None, description: str | None, confirm: bool,
+               repeatable: bool = False) -> Tool:
     from pydantic import Field, create_model, validate_call
 
     hints = get_type_hints(f, include_extras=True)
@@ -116,7 +119,7 @@ def _make_tool(f: Callable, name: str | None, description: str | None, confirm: 
         prop.pop("title", None)
     spec = ToolSpec.from_dict(
         {"name": name or f.__name__, "description": description or doc_summary,
-         "parameters": schema, "confirm": confirm},
+         "parameters": schema, "confirm": confirm, "repeatable": repeatable},
         origin=f"{f.__module__}.{f.__qualname__}",
     )
     # pydantic turns the already-valid JSON into the annotated Python types (models, dates...).

@@ -23,7 +23,8 @@ from jsonagent.tools.toolset import Toolset, core_tools  # noqa: E402
 
 @pytest.fixture(scope="session")
 def local_model(gguf):
-    model = LocalModel(gguf, LocalConfig(n_ctx=4096, max_tokens=512))
+    # room for the 135M model to close its JSON: a reply cut off inside a string is invalid
+    model = LocalModel(gguf, LocalConfig(n_ctx=4096, max_tokens=1024))
     yield model
     model.close()
 

@@ -1,0 +1,97 @@
+"""Stall detection: told once, then the run ends stalled (exit 5), with the repeated call."""
+
+import json
+import os
+import subprocess
+import sys
+
+from jsonagent import Agent, AgentConfig, read_journal, tool
+from jsonagent.testing import ScriptedModel, step
+
+DONE = step("TaskCompleteTool", {"output": "42"})
+UTC = step("GetTimeTools", {"timezone": "UTC"})
+PARIS = step("GetTimeTools", {"timezone": "Europe/Paris"})
+
+
+def notes(model):
+    """The note on each observation the model saw in its last request."""
+    bodies = [json.loads(m["content"]) for m in model.requests[-1]["messages"]
+              if m["role"] == "user" and m["content"].startswith('{"tool_name"')]
+    return [b.get("note") for b in bodies]
+
+
+def test_the_third_same_call_is_pointed_out_plainly_and_the_model_can_recover():
+    model = ScriptedModel([UTC, UTC, UTC, DONE])
+    r = Agent(model=model).run("time?")
+    assert r.status == "completed"
+    said = notes(model)
+    assert said[:2] == [None, None]
+    assert "repeating yourself" in said[2] and "3 times" in said[2] and "TaskCompleteTool" in said[2]
+
+
+def test_once_more_after_the_warning_ends_the_run_stalled(tmp_path):
+    model = ScriptedModel([UTC, PARIS, UTC, UTC, UTC, DONE])
+    r = Agent(model=model, transcript=tmp_path / "t.jsonl", max_steps=10).run("time?")
+    assert r.status == "stalled" and not r.ok
+    assert r.repeated == {"tool": "GetTimeTools", "args": {"timezone": "UTC"}}
+    assert len(r.steps) == 5 and r.steps[-1].observation is not None  # the history stays whole
+    assert "GetTimeTools" in r.error and "4 times" in r.error
+    events = read_journal(tmp_path / "t.jsonl")
+    assert [e.note is not None for e in events if e.type == "tool_result"] == \
+        [False, False, False, True, False]
+    assert events[-1].type == "run_end" and events[-1].status == "stalled"
+
+
+def test_the_same_result_from_different_calls_counts_too():
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return "nothing found"
+
+    model = ScriptedModel([step("search", {"query": q}) for q in "abcd"] + [DONE])
+    r = Agent(model=model, tools=[search]).run("find it")
+    assert r.status == "stalled" and r.repeated == {"tool": "search", "args": {"query": "d"}}
+    assert "result" in r.error
+
+
+def test_a_repeatable_tool_may_repeat():
+    @tool(repeatable=True)
+    def job_status() -> str:
+        """Poll the job."""
+        return "running"
+
+    model = ScriptedModel([step("job_status")] * 6 + [DONE])
+    r = Agent(model=model, tools=[job_status], max_steps=10).run("wait for the job")
+    assert r.status == "completed" and notes(model) == [None] * 6
+
+
+def test_stall_detection_can_be_turned_off():
+    r = Agent(model=ScriptedModel([UTC] * 5), max_steps=5,
+              config=AgentConfig(stall_after=None)).run("x")
+    assert r.status == "max_steps"
+
+
+def test_stall_after_is_configurable():
+    r = Agent(model=ScriptedModel([UTC] * 3), config=AgentConfig(stall_after=2)).run("x")
+    assert r.status == "stalled" and len(r.steps) == 3
+
+
+def test_a_spec_file_can_mark_a_tool_repeatable(tmp_path):
+    from jsonagent.tools.specs import ToolSpec
+
+    spec = ToolSpec.from_dict({"name": "poll", "description": "poll", "repeatable": True})
+    assert spec.repeatable and not ToolSpec.from_dict({"name": "poll"}).repeatable
+
+
+def test_cli_exit_5_when_stalled(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([json.dumps(UTC)] * 5))
+    transcript = tmp_path / "t.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "jsonagent", "run", "x", "--model",
+                           f"scripted:{path}", "--transcript", str(transcript), "--output", "json"],
+                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert proc.returncode == 5, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["status"] == "stalled"
+    assert data["repeated"] == {"tool": "GetTimeTools", "args": {"timezone": "UTC"}}
+    assert read_journal(transcript)[-1].status == "stalled"

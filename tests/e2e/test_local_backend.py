@@ -71,6 +71,10 @@ def test_prompt_prefix_is_reused_from_the_kv_cache(local_model):
     assert second.usage.cached_tokens < second.usage.prompt_tokens
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "smollm2-135m can loop inside a string argument until max_tokens under the llguidance "
+    "decoder, and a reply cut off inside a string cannot be valid; closing the JSON when the "
+    "budget runs out is open work (issue 12)"))
 def test_whole_runs_in_process(local_model, tmp_path):
     desk, acted = OrderDesk(), 0
     for i, question in enumerate(QUESTIONS):

@@ -52,10 +52,5 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
-
-
-def pytest_collection_modifyitems(items):
-    # A real model on two shared cores: each test here may take minutes, not the default 180 s.
-    for item in items:
-        if "/e2e/" in str(item.fspath):
+            # a real model on two shared cores: a test may take minutes, not the usual 180 s
             item.add_marker(pytest.mark.timeout(900))

@@ -379,10 +379,12 @@ def test_bad_bodies_unknown_ids_and_lists(serve):
         assert c.get("/v1/sessions/a%2Fb").status_code == 404  # a name with a slash is a name
         assert c.get("/v1/runs", params={"status": "bogus"}).status_code == 422
         assert c.get("/v1/runs", params={"limit": 0}).status_code == 422
-        ids = [c.post("/v1/runs", json={"input": f"q{n}", "session": "list"}).json()["id"]
-               for n in range(3)][::-1]
-    for run_id in ids:
-        server.wait(run_id, "completed")
+        ids = []
+        for n in range(3):  # one session runs one run at a time: each waits for the last
+            created = c.post("/v1/runs", json={"input": f"q{n}", "session": "list"})
+            assert created.status_code == 201, created.text
+            ids.insert(0, created.json()["id"])
+            server.wait(ids[0], "completed")
     with server.client as c:
         page = c.get("/v1/runs", params={"limit": 2}).json()
         assert [r["id"] for r in page["data"]] == ids[:2] and page["has_more"]

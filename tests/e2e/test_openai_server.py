@@ -77,7 +77,7 @@ def test_cli_run_through_the_server(llama_server, tmp_path):
     # the server's grammar shapes every reply; a sampled 135M model may still run out of
     # tokens inside a string now and then, which is a re-ask, not a malformed reply
     for reply in (e for e in events if e.type == "model_reply"):
-        assert reply.raw.lstrip().startswith('{"'), reply.raw
+        assert reply.raw.lstrip().startswith('{'), reply.raw
     assert events[0].type == "run_start" and events[-1].type == "run_end"
     assert events[-1].status == result["status"]
     assert len([e for e in events if e.type == "model_reply"]) == result["stats"]["model_calls"]

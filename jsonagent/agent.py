@@ -18,7 +18,6 @@ from .prompt import prompt_style
 from .result import RunResult
 from .session import Session, bridge, drain
 from .state import RunState
-from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 from .tools.toolset import Toolset, ToolLike
 
@@ -213,8 +212,3 @@ class Agent:
                            require_isolation=self.config.require_isolation)
         except IsolationUnavailable as exc:
             raise ConfigError(f"sandbox refused to start: {exc}") from None
-
-
-def confirm_code(config: AgentConfig) -> AgentConfig:
-    """`config` with the code interpreter's calls waiting for approval."""
-    return config.model_copy(update={"confirm": sorted({*config.confirm, CODE_TOOL})})

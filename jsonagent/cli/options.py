@@ -69,12 +69,13 @@ class RunOptions(BaseModel):
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
+        from ..tools.core import CODE_TOOL
 
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
                              prompt_style=self.prompt_style,
                              max_context_tokens=self.max_context_tokens,
                              require_isolation=self.sandbox == "strict",
-                             confirm=["CodeInterpreterTool"] if self.confirm_code else [])
+                             confirm=[CODE_TOOL] if self.confirm_code else [])
         model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
                               kv_cache=not self.no_kv_cache, on_status=on_status)
         return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,

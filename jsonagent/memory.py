@@ -96,7 +96,8 @@ class Memory:
             state.memory.tokens_per_char = usage.prompt_tokens / max(_chars(wire), 1)
 
     def _shown(self, msg: Message, bare: bool) -> Message:
-        if msg.role == "observation":
+        # the whole message within the cap means its response is too: no need to parse it
+        if msg.role == "observation" and len(msg.content) > self.observation_chars:
             body = json.loads(msg.content)
             response = body["response"]
             text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)

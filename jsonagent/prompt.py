@@ -89,11 +89,10 @@ class ReactStyle:
 def _more_rules(toolset: Toolset, final_rule: bool = True) -> str:
     rules = []
     if ASK_HUMAN_TOOL in toolset:
-        rules.append(f"If you need information or a decision that only the user has, "
-                     f"call {ASK_HUMAN_TOOL}.")
+        rules.append(f"For facts or decisions only the user has, call {ASK_HUMAN_TOOL}.")
     if final_rule:
-        rules.append(f"When you have the final answer, call {toolset.final.name}. "
-                     "It is the only way to finish.")
+        rules.append(f"Once you have the final answer, call {toolset.final.name}: "
+                     "the only way to finish.")
     return "\n".join(f"{i}. {r}" for i, r in enumerate(rules, start=3 if not final_rule else 4))
 
 

@@ -10,9 +10,8 @@ Tools whose spec says `repeatable` (polling) are left alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from .state import StepRecord
 
@@ -32,8 +31,7 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
         return None
     last = steps[-1]
     calls = sum(1 for s in steps if (s.tool, s.args) == (last.tool, last.args))
-    seen = _key(last.observation)
-    results = sum(1 for s in steps if s.tool == last.tool and _key(s.observation) == seen)
+    results = sum(1 for s in steps if s.tool == last.tool and s.observation == last.observation)
     kind, count = ("call", calls) if calls >= results else ("result", results)
     if count > after:
         return Verdict("stop", kind, count)
@@ -41,6 +39,3 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
         return Verdict("warn", kind, count)
     return None
 
-
-def _key(observation: Any) -> str:
-    return json.dumps(observation, sort_keys=True, ensure_ascii=False, default=str)

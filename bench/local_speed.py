@@ -57,9 +57,13 @@ def child_steps(model: str, kv_cache: bool, steps: int, max_tokens: int) -> dict
 def child_speed(model: str, max_tokens: int) -> dict:
     """Tokens/s of each decoder on the same prompt; the prompt is evaluated before timing."""
     from jsonagent.envelope import response_format
+    from jsonagent.models import decoding
     from jsonagent.models.local import LocalConfig, LocalModel
     from jsonagent.tools.toolset import Toolset
 
+    # these replies run to the cap on purpose; the steering that closes a runaway reply in its
+    # last tokens would time the mask on every token there, not the steady state
+    decoding.CLOSING_RESERVE = 0
     system, _ = _setup()
     fmt = response_format("schema", Toolset.build(None))  # no thought cap: long enough to time
     messages = [{"role": "system", "content": system}, {"role": "user", "content": SPEED_QUESTION}]

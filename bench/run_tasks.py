@@ -159,6 +159,16 @@ def main() -> None:
         (out / "RESULTS.json").write_text(json.dumps({"meta": meta, "summary": summary, "tasks": records}, indent=1))
         (out / "RESULTS.md").write_text(markdown(meta, summary, records))
 
+    # in-process first: it is freed before the server starts, so the two never share the CPUs
+    if "local-schema" in runs:
+        from jsonagent.models.local import LocalConfig, LocalModel
+
+        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens))
+        for task in tasks:
+            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts))
+            _progress(records[-1])
+            save()
+        model.close()
     server_runs = [r for r in runs if r != "local-schema"]
     if server_runs:
         from jsonagent.models.openai import OpenAIModel
@@ -178,15 +188,6 @@ def main() -> None:
                                                  args.max_steps, transcripts, style))
                     _progress(records[-1])
                     save()
-    if "local-schema" in runs:
-        from jsonagent.models.local import LocalConfig, LocalModel
-
-        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens))
-        for task in tasks:
-            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts))
-            _progress(records[-1])
-            save()
-        model.close()
     save()
     print((out / "RESULTS.md").read_text().split("## Per task")[0])
 

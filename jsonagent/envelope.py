@@ -64,7 +64,8 @@ class ReplyProblem:
                 + ", ".join(toolset.names) + '>", "args_list": {...}}')
 
 
-def parse_reply(text: str, toolset: Toolset) -> Parsed | ReplyProblem:
+def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | ReplyProblem:
+    """`cut`: the reply reached its token cap (the text may still have been closed validly)."""
     repairs: list[str] = []
     reading, note = _read_dialect(text), None
     if reading is not None:
@@ -86,7 +87,7 @@ def parse_reply(text: str, toolset: Toolset) -> Parsed | ReplyProblem:
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
         step = step.model_copy(update={"tool_name": found.name})
-    if found.final and "closed_truncated_json" in repairs:
+    if found.final and (cut or "closed_truncated_json" in repairs):
         return ReplyProblem("json", "your reply was cut off before its JSON closed, so the "
                             "final answer may be incomplete; send it again, shorter", repairs)
     errors = found.spec.validate_args(step.args_list)

@@ -108,7 +108,7 @@ class Loop:
         extra: list[Message] = []
         for attempt in range(self.config.max_reasks + 1):
             reply = yield from self._complete(extra, index, attempt)
-            parsed = parse_reply(reply.text, self.toolset)
+            parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
             self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
                 return parsed

@@ -238,3 +238,14 @@ def test_recursive_tool_schema_nests_inside_the_response_schema():
            "args_list": {"tree": {"name": "a", "children": [{"name": 3}]}}}
     assert not v.is_valid(bad)
     assert isinstance(parse_reply(json.dumps(good), ts), Parsed)
+
+
+def test_a_reply_cut_at_its_token_cap_is_no_final_answer_even_when_it_closed(toolset):
+    """The local decoder steers a runaway reply to a valid close in its last tokens; the
+    answer in it is still one the model did not finish."""
+    final = '{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": {"output": "The ans"}}'
+    assert isinstance(parse_reply(final, toolset), Parsed)
+    problem = parse_reply(final, toolset, cut=True)
+    assert isinstance(problem, ReplyProblem) and "cut off" in problem.message
+    step = '{"thought": "t", "tool_name": "search", "args_list": {"query": "hel"}}'
+    assert isinstance(parse_reply(step, toolset, cut=True), Parsed)  # its tool's result will tell

@@ -358,3 +358,14 @@ def test_resume_and_rejected_answers_are_in_the_transcript(tmp_path):
     results = [e for e in read_journal(path) if e.type == "tool_result"]
     assert [(e.step, e.tool, e.observation, e.error) for e in results][0] == (1, "AskHumanHelpTool", "Oslo", False)
     assert results[1].error and "population must be positive" in results[1].observation["error"]
+
+
+def test_a_final_answer_cut_at_the_token_cap_is_asked_again():
+    from jsonagent.models import ModelReply
+
+    cut = ModelReply(text=json.dumps(step("TaskCompleteTool", {"output": "The answer is 4"})), cut=True)
+    model = ScriptedModel([cut, DONE])
+    result = Agent(model=model, max_steps=3).run("q")
+    assert result.status == "completed" and result.answer == "42"
+    assert result.stats.reasks == 1
+    assert "cut off" in model.requests[1]["messages"][-1]["content"]

@@ -34,6 +34,8 @@ class ModelReply(BaseModel):
     text: str
     """The raw reply, exactly as the model produced it."""
     usage: Usage = Usage()
+    cut: bool = False
+    """The reply reached its token cap before it ended (finish_reason "length")."""
 
 
 @runtime_checkable

@@ -15,6 +15,11 @@ import numpy as np
 
 from jsonagent.errors import ModelError, ResponseFormatRejected
 
+CLOSING_RESERVE = 32
+"""The last tokens of a reply's budget, in which a constrained reply is steered to close."""
+CLOSERS = frozenset(b'"}]')
+"""The bytes of a token that closes a string, an object or an array, and opens nothing."""
+
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 """One layout, the one the system prompt shows: nothing left to choose, so more is forced."""
 
@@ -60,7 +65,10 @@ class Guide:
 
         self._llg = llguidance
         self.n_vocab = n_vocab
-        self.tokenizer = _tokenizer(llguidance, vocab)  # one to a few seconds: once per model
+        # one to a few seconds: once per model
+        self.tokenizer, pieces = _tokenizer(llguidance, vocab)
+        self.closers = np.array([t for t, p in enumerate(pieces) if p and set(p) <= CLOSERS],
+                                dtype=np.int64)
         self._matchers: dict[str, Matcher] = {}
 
     def matcher(self, schema: dict) -> "Matcher":
@@ -70,7 +78,7 @@ class Guide:
             inner = self._llg.LLMatcher(self.tokenizer, grammar, log_level=0)
             if inner.is_error():
                 raise ResponseFormatRejected(f"cannot turn the schema into a grammar: {inner.get_error()}")
-            self._matchers[key] = Matcher(inner, self.n_vocab)
+            self._matchers[key] = Matcher(inner, self.n_vocab, self.closers)
         matcher = self._matchers[key]
         matcher.reset()
         return matcher
@@ -102,15 +110,16 @@ def _tokenizer(llguidance: Any, vocab: Any) -> Any:
     tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
     return llguidance.LLTokenizer.from_llamacpp(
         tokens=pieces, vocab_ptr=vocab, tokenize_fptr=tokenize,
-        eos_token=llama_cpp.llama_vocab_eos(vocab), slices=llguidance.LLTokenizer.json_slices())
+        eos_token=llama_cpp.llama_vocab_eos(vocab), slices=llguidance.LLTokenizer.json_slices()), pieces
 
 
 class Matcher:
     """Where one reply stands in its grammar."""
 
-    def __init__(self, inner: Any, n_vocab: int):
+    def __init__(self, inner: Any, n_vocab: int, closers: np.ndarray):
         self._m = inner
         self.n_vocab = n_vocab
+        self.closers = closers
         self.masks = 0
         """How many times the full mask was needed: the model's pick was refused."""
 
@@ -132,6 +141,15 @@ class Matcher:
         if logits.shape[0] > allowed.shape[0]:
             allowed = np.pad(allowed, (0, logits.shape[0] - allowed.shape[0]))
         return np.where(allowed, logits, -np.inf)
+
+    def closing_pick(self, logits: np.ndarray, sampler: Sampler) -> int:
+        """A token on the way out: the likeliest allowed closer (`"`, `}`, `"}`...), else the
+        model's pick among allowed tokens (a required key or a tool name must come first)."""
+        masked = self.masked(logits)
+        closing = masked[self.closers]
+        if closing.size and np.isfinite(closing).any():
+            return int(self.closers[int(np.argmax(closing))])
+        return sampler.pick(masked)
 
     def consume(self, tokens: list[int]) -> None:
         if not self._m.consume_tokens(tokens):

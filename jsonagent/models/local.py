@@ -163,12 +163,12 @@ class LocalModel:
             if schema is not None and matcher is None:
                 reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens),
                                        last=False)
-                text, generated = self._grammar_completion(messages, response_format, budget, stop)
+                text, generated, cut = self._grammar_completion(messages, response_format, budget, stop)
             else:
                 reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens))
-                text, generated = self._decode(matcher, budget, stop)
+                text, generated, cut = self._decode(matcher, budget, stop)
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
-                                                 cached_tokens=reused))
+                                                 cached_tokens=reused), cut=cut)
 
     @property
     def context_tokens(self) -> int:
@@ -261,15 +261,19 @@ class LocalModel:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def _decode(self, matcher, budget: int, stop: list[str] | None) -> tuple[str, int]:
-        """Our sampling loop; the last token is not evaluated, since nothing reads its logits."""
+    def _decode(self, matcher, budget: int, stop: list[str] | None) -> tuple[str, int, bool]:
+        """Our sampling loop; the last token is not evaluated, since nothing reads its logits.
+        Near the end of the budget a constrained reply is steered to close (see `closing_pick`),
+        so that a model looping inside a string still sends valid JSON."""
         import numpy as np
 
-        from .decoding import Sampler
+        from .decoding import CLOSING_RESERVE, Sampler
 
         llm, lib = self._llm, self._llama_cpp
         sampler = Sampler(self.config.temperature, self.config.seed)
+        closing_at = budget - min(CLOSING_RESERVE, budget // 4)
         out: list[int] = []
+        ended = False
         while len(out) < budget:
             if matcher is not None:
                 forced = matcher.forced()[: budget - len(out)]
@@ -277,24 +281,33 @@ class LocalModel:
                     matcher.consume(forced)
                     out += forced
                     if matcher.finished() or _stopped(llm, out, stop):
+                        ended = True
                         break
                     llm.eval(forced)
                     continue
             logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, -1), shape=(self._n_vocab,))
-            token = sampler.pick(logits)
-            if matcher is not None and not matcher.allows(token):
-                token = sampler.pick(matcher.masked(logits))
+            if matcher is not None and len(out) >= closing_at:
+                token = matcher.closing_pick(logits, sampler)
+            else:
+                token = sampler.pick(logits)
+                if matcher is not None and not matcher.allows(token):
+                    token = sampler.pick(matcher.masked(logits))
             if lib.llama_vocab_is_eog(self._vocab, token):
+                ended = True
                 break
             out.append(token)
             if matcher is not None:
                 matcher.consume([token])
                 if matcher.finished():
+                    ended = True
                     break
             if _stopped(llm, out, stop):
+                ended = True
                 break
             llm.eval([token])
-        return _cut(llm.detokenize(out).decode("utf-8", errors="ignore"), stop), len(out)
+        # steered to a close, a reply is still one the model did not finish: say it was cut
+        cut = not ended or (matcher is not None and len(out) > closing_at)
+        return _cut(llm.detokenize(out).decode("utf-8", errors="ignore"), stop), len(out), cut
 
     def _matcher(self, schema: dict):
         """An llguidance matcher for `schema`, or None when it is unavailable here."""
@@ -320,7 +333,7 @@ class LocalModel:
             self._guide_ready.set()
 
     def _grammar_completion(self, messages: list[Message], response_format: dict, budget: int,
-                            stop: list[str] | None) -> tuple[str, int]:
+                            stop: list[str] | None) -> tuple[str, int, bool]:
         """Today's path: llama-cpp-python's own loop under a GBNF grammar from the schema."""
         from .decoding import schema_of
 
@@ -339,7 +352,9 @@ class LocalModel:
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
         usage = out.get("usage") or {}
-        return out["choices"][0]["message"]["content"] or "", int(usage.get("completion_tokens", 0))
+        choice = out["choices"][0]
+        return (choice["message"]["content"] or "", int(usage.get("completion_tokens", 0)),
+                choice.get("finish_reason") == "length")
 
     def _compiled(self, key: str, build) -> Any:
         if key not in self._grammars:

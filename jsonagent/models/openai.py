@@ -76,7 +76,7 @@ class OpenAIModel:
         usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
                       completion_tokens=getattr(u, "completion_tokens", 0) or 0,
                       cached_tokens=cached)
-        return ModelReply(text=text, usage=usage)
+        return ModelReply(text=text, usage=usage, cut=resp.choices[0].finish_reason == "length")
 
     def _dialect(self, response_format: dict) -> dict:
         if response_format["type"] == "json_schema" and self._schema_as_json_object:

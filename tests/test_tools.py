@@ -119,6 +119,15 @@ def test_get_time_zone_and_format():
     assert get_time()["now"][:4].isdigit()
 
 
+def test_get_time_reads_what_small_models_write():
+    """Seen on the 1.5B model: 'local' for the zone, and a format with no directive, which
+    strftime would hand back unchanged as if it were the time."""
+    assert get_time("Local")["timezone"] == get_time()["timezone"]
+    for bad in ("YYYY", "ISO 8601"):
+        with pytest.raises(ToolError, match="no strftime directive.*'%Y'"):
+            get_time("UTC", bad)
+
+
 @pytest.mark.parametrize("zone", ["Mars/Olympus", "../etc/passwd", "Not A Zone"])
 def test_get_time_unknown_zone_is_clear(zone):
     with pytest.raises(ToolError, match="unknown time zone"):

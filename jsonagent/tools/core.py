@@ -12,6 +12,11 @@ from .tool import RunContext
 
 
 def get_time(timezone: str | None = None, format: str | None = None) -> dict[str, Any]:
+    if timezone and timezone.lower() in ("local", "localtime"):  # what small models write
+        timezone = None
+    if format and "%" not in format:  # 'YYYY' or 'ISO 8601' would come back as itself
+        raise ToolError(f"format {format!r} has no strftime directive: write '%Y' for the year, "
+                        "'%H:%M' for the time and so on, or leave format out for ISO 8601")
     if timezone:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 

@@ -102,6 +102,31 @@ def summarise(records: list[dict]) -> list[dict]:
     return rows
 
 
+def chart(summary: list[dict], path: Path) -> None:
+    """Success and median seconds per task, one bar per run, side by side (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no chart: pip install jsonagent[bench] for matplotlib)")
+        return
+    runs = [s["run"] for s in summary][::-1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.6 * len(runs) + 1.4), sharey=True)
+    left.barh(runs, [s["success"] for s in summary][::-1], color="tab:green")
+    left.set_xlim(0, max(s["tasks"] for s in summary))
+    left.set_xlabel(f"tasks solved (of {summary[0]['tasks']})")
+    right.barh(runs, [s["median_seconds"] for s in summary][::-1], color="tab:blue")
+    right.set_xlabel("median seconds per task")
+    for ax, key in ((left, "success"), (right, "median_seconds")):
+        for y, s in enumerate(summary[::-1]):
+            ax.text(s[key], y, f" {s[key]}", va="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def markdown(meta: dict, summary: list[dict], records: list[dict]) -> str:
     lines = [f"# Task benchmark: {meta['model']}", "",
              f"{meta['tasks']} tasks, max {meta['max_steps']} steps, temperature 0, "
@@ -138,7 +163,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=1024, help="cap on one reply, for every run")
     parser.add_argument("--smol-python", default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
     parser.add_argument("--out", type=Path, default=None, help="output folder (default bench/results/MODEL)")
+    parser.add_argument("--chart", type=Path, metavar="RESULTS.json", help="only draw the chart of a finished run")
     args = parser.parse_args()
+    if args.chart:
+        chart(json.loads(args.chart.read_text())["summary"], args.chart.with_suffix(".png"))
+        return
 
     gguf = model_path(args.model)
     runs = [r for r in args.runs.split(",") if r]
@@ -189,6 +218,7 @@ def main() -> None:
                     _progress(records[-1])
                     save()
     save()
+    chart(summarise(records), out / "RESULTS.png")
     print((out / "RESULTS.md").read_text().split("## Per task")[0])
 
 

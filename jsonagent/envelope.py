@@ -26,6 +26,7 @@ KEY_ALIASES = {
     "thought": ("thoughts", "reasoning", "thinking", "reason", "rationale"),
 }
 ENVELOPE_KEYS = ("thought", "tool_name", "args_list")
+_ENVELOPE = frozenset(ENVELOPE_KEYS)
 
 
 class Step(BaseModel):
@@ -67,11 +68,15 @@ class ReplyProblem:
 def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | ReplyProblem:
     """`cut`: the reply reached its token cap (the text may still have been closed validly)."""
     repairs: list[str] = []
-    reading, note = _read_dialect(text), None
+    try:
+        strict = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        strict = _NOT_JSON
+    reading, note = (None if strict is not _NOT_JSON else _read_dialect(text)), None
     if reading is not None:
         data, note = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
     else:
-        data = _load(text, repairs)
+        data = _load(text, repairs, strict)
     if isinstance(data, ReplyProblem):
         return data
     if reading is None:
@@ -99,12 +104,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
 
 
 def _read_dialect(text: str) -> dialects.Reading | None:
-    """A reply in a text dialect; None for JSON, and for text that only wraps JSON."""
-    try:
-        json.loads(text)
-        return None
-    except (ValueError, TypeError, RecursionError):
-        pass
+    """A reply that is not JSON, read as a text dialect; None for text that only wraps JSON."""
     reading = dialects.read(_THINK.sub("", text or ""))
     act = reading.action if reading else None
     if act is not None and not act.final and "{" in act.name:
@@ -293,10 +293,13 @@ _MAX_STARTS = 50
 _TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
 
 
-def _load(text: str, repairs: list[str]) -> Any:
-    try:
-        data = json.loads(text)
-    except (ValueError, TypeError, RecursionError):
+_NOT_JSON = object()
+
+
+def _load(text: str, repairs: list[str], strict: Any = _NOT_JSON) -> Any:
+    """`strict`: the text already parsed as strict JSON, if it did."""
+    data = strict
+    if data is _NOT_JSON:
         data = _repair(text or "", repairs)
         if isinstance(data, ReplyProblem):
             return data
@@ -388,6 +391,8 @@ def _first_object(text: str, start: int) -> tuple[str, bool]:
 
 
 def _fix_keys(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
+    if data.keys() == _ENVELOPE and isinstance(data["args_list"], dict):
+        return data  # nothing to fix, as in every reply under a schema
     data = dict(data)
     # {"function": {"name": ..., "arguments": ...}}: an OpenAI tool call in our envelope's place
     inner = data.get("function") if isinstance(data.get("function"), dict) else None

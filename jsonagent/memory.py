@@ -92,7 +92,7 @@ class Memory:
 
     def calibrate(self, state: RunState, wire: list[dict], usage: Usage) -> None:
         """Learn the endpoint's tokens per character from what it reports."""
-        if not self.exact and usage.prompt_tokens > 0:
+        if self.budget and not self.exact and usage.prompt_tokens > 0:
             state.memory.tokens_per_char = usage.prompt_tokens / max(_chars(wire), 1)
 
     def _shown(self, msg: Message, bare: bool) -> Message:

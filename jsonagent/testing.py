@@ -63,7 +63,7 @@ class ScriptedModel:
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None) -> ModelReply:
-        self.requests.append({"messages": [dict(m) for m in messages],
+        self.requests.append({"messages": list(messages),
                               "response_format": response_format, "stop": stop})
         if self._fn is not None:
             reply = self._fn(messages, response_format)

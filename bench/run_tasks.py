@@ -163,6 +163,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=1024, help="cap on one reply, for every run")
     parser.add_argument("--smol-python", default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
     parser.add_argument("--out", type=Path, default=None, help="output folder (default bench/results/MODEL)")
+    parser.add_argument("--decoder", default="llguidance", choices=["llguidance", "grammar"],
+                        help="local-schema's constrained decoder")
     parser.add_argument("--chart", type=Path, metavar="RESULTS.json", help="only draw the chart of a finished run")
     args = parser.parse_args()
     if args.chart:
@@ -179,7 +181,7 @@ def main() -> None:
 
     meta = {"model": gguf.name, "tasks": len(tasks), "max_steps": args.max_steps, "cpus": os.cpu_count(),
             "llama_cpp": llama_cpp.__version__, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "runs": runs, "load_average_at_start": os.getloadavg()}
+            "runs": runs, "decoder": args.decoder, "load_average_at_start": os.getloadavg()}
     records: list[dict] = []
 
     def save() -> None:
@@ -192,7 +194,8 @@ def main() -> None:
     if "local-schema" in runs:
         from jsonagent.models.local import LocalConfig, LocalModel
 
-        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens))
+        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens,
+                                             decoder=args.decoder))
         for task in tasks:
             records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts))
             _progress(records[-1])

@@ -234,13 +234,17 @@ def _dialect_note(reading: dialects.Reading) -> str | None:
     return " ".join(notes) or None
 
 
-def response_schema(toolset: Toolset, thought_max: int | None = None) -> dict[str, Any]:
-    """One alternative per tool: tool_name a const, args_list that tool's own schema."""
+def response_schema(toolset: Toolset, thought_max: int | None = None,
+                    without: str | None = None) -> dict[str, Any]:
+    """One alternative per tool: tool_name a const, args_list that tool's own schema.
+    `without` leaves one tool out (never the final one): a step that must not call it."""
     thought: dict[str, Any] = {"type": "string"}
     if thought_max:
         thought["maxLength"] = thought_max
     alternatives, defs = [], {}
     for t in toolset:
+        if t.name == without and not t.final:
+            continue
         args, own_defs = _hoist_defs(t.spec.parameters, prefix=f"{t.name}.")
         defs.update(own_defs)
         alternatives.append({
@@ -276,11 +280,12 @@ def _hoist_defs(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], di
     return body, {prefix + name: rename(d) for name, d in schema["$defs"].items()}
 
 
-def response_format(mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
+def response_format(mode: str, toolset: Toolset, thought_max: int | None = None,
+                    without: str | None = None) -> dict | None:
     if mode == "schema":
         return {"type": "json_schema",
                 "json_schema": {"name": "agent_step", "strict": False,
-                                "schema": response_schema(toolset, thought_max)}}
+                                "schema": response_schema(toolset, thought_max, without)}}
     if mode == "object":
         return {"type": "json_object"}
     return None

@@ -35,8 +35,9 @@ class JsonStyle:
         return [{"role": observation_role if m.role == "observation" else m.role,
                  "content": m.content} for m in messages]
 
-    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
-        return response_format(mode, toolset, thought_max)
+    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None,
+                        without: str | None = None) -> dict | None:
+        return response_format(mode, toolset, thought_max, without)
 
     def reask(self, problem: ReplyProblem, toolset: Toolset) -> str:
         return problem.for_model(toolset)
@@ -77,7 +78,8 @@ class ReactStyle:
                         "content": content})
         return out
 
-    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None) -> dict | None:
+    def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None,
+                        without: str | None = None) -> dict | None:
         return None  # a grammar or a JSON mode would forbid the very text this style asks for
 
     def reask(self, problem: ReplyProblem, toolset: Toolset) -> str:

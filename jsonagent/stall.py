@@ -4,8 +4,11 @@ result, is told so once, and then ends `stalled` instead of burning its remainin
 Small models loop: the same call again and again, or two calls in turn, while their thought
 already holds the answer. A note on the first repeat broke none of the 4 loops it met in
 schema mode on the 1.5B model (bench/results), so the warning waits until the repeat is a
-pattern (`AgentConfig.stall_after`), says so plainly, and the next repeat ends the run.
-Tools whose spec says `repeatable` (polling) are left alone.
+pattern (`AgentConfig.stall_after`), says so plainly, and the next repeat ends the run. In
+schema mode the step after the warning cannot call that tool at all: its alternative leaves
+the grammar for one step (the loop's `_warned_tool`), which broke 7 of 7 loops on the 1.5B
+model where the words alone broke none (bench/results/stall_mask). Tools whose spec says
+`repeatable` (polling) are left alone.
 """
 
 from __future__ import annotations

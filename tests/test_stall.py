@@ -42,6 +42,20 @@ def test_once_more_after_the_warning_ends_the_run_stalled(tmp_path):
     assert events[-1].type == "run_end" and events[-1].status == "stalled"
 
 
+def test_in_schema_mode_the_step_after_the_warning_cannot_call_that_tool():
+    model = ScriptedModel([UTC, UTC, UTC, DONE])
+    r = Agent(model=model, config=AgentConfig(json_mode="schema")).run("time?")
+    assert r.status == "completed"
+
+    def tools(request):
+        return [a["properties"]["tool_name"]["const"]
+                for a in request["response_format"]["json_schema"]["schema"]["anyOf"]]
+
+    everything = tools(model.requests[0])
+    assert "GetTimeTools" in everything and tools(model.requests[2]) == everything
+    assert tools(model.requests[3]) == [t for t in everything if t != "GetTimeTools"]
+
+
 def test_the_same_result_from_different_calls_counts_too():
     @tool
     def search(query: str) -> str:

@@ -93,8 +93,8 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
         repairs.append("tool_name_case")
         step = step.model_copy(update={"tool_name": found.name})
     if found.final and (cut or "closed_truncated_json" in repairs):
-        return ReplyProblem("json", "your reply was cut off before its JSON closed, so the "
-                            "final answer may be incomplete; send it again, shorter", repairs)
+        return ReplyProblem("json", "your reply was cut off at the length limit, so the final "
+                            "answer may be incomplete; send it again, shorter", repairs)
     errors = found.spec.validate_args(step.args_list)
     if errors:
         shown = "; ".join(f"/args_list{e.path}: {e.message}" for e in errors[:4])

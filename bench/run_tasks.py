@@ -53,11 +53,12 @@ def model_path(spec: str) -> Path:
 
 
 def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, transcripts: Path,
-                  style: str = "json") -> dict:
+                  style: str = "json", stall_after: int | None = 3) -> dict:
     transcript = transcripts / f"{run}-{task.id}.jsonl"
     transcript.unlink(missing_ok=True)
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
-                  config=AgentConfig(json_mode=mode, prompt_style=style), transcript=transcript)
+                  config=AgentConfig(json_mode=mode, prompt_style=style, stall_after=stall_after),
+                  transcript=transcript)
     start, t0 = now_utc(), time.perf_counter()
     result = agent.run(task.question)
     seconds = time.perf_counter() - t0
@@ -165,6 +166,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default bench/results/MODEL)")
     parser.add_argument("--decoder", default="llguidance", choices=["llguidance", "grammar"],
                         help="local-schema's constrained decoder")
+    parser.add_argument("--no-stall", action="store_true", help="turn stall detection off (stall_after=None)")
     parser.add_argument("--chart", type=Path, metavar="RESULTS.json", help="only draw the chart of a finished run")
     args = parser.parse_args()
     if args.chart:
@@ -181,7 +183,8 @@ def main() -> None:
 
     meta = {"model": gguf.name, "tasks": len(tasks), "max_steps": args.max_steps, "cpus": os.cpu_count(),
             "llama_cpp": llama_cpp.__version__, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "runs": runs, "decoder": args.decoder, "load_average_at_start": os.getloadavg()}
+            "runs": runs, "decoder": args.decoder, "stall_after": None if args.no_stall else 3,
+            "load_average_at_start": os.getloadavg()}
     records: list[dict] = []
 
     def save() -> None:
@@ -197,7 +200,8 @@ def main() -> None:
         model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens,
                                              decoder=args.decoder))
         for task in tasks:
-            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts))
+            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts,
+                                         stall_after=None if args.no_stall else 3))
             _progress(records[-1])
             save()
         model.close()
@@ -217,7 +221,8 @@ def main() -> None:
                 style = STYLES.get(run, "json")
                 for task in tasks:
                     records.append(run_jsonagent(task, model, None if run in STYLES else run, run,
-                                                 args.max_steps, transcripts, style))
+                                                 args.max_steps, transcripts, style,
+                                                 stall_after=None if args.no_stall else 3))
                     _progress(records[-1])
                     save()
     save()

@@ -90,7 +90,7 @@ def run_chat(model, turns: int, config: AgentConfig) -> list[dict]:
             usages = [c.usage for c in calls if c.type in ("model_reply", "summary")]
             steps = [c.usage.prompt_tokens for c in calls if c.type == "model_reply"]
             rows.append({
-                "turn": turn, "status": result.status, "answer": str(result.answer)[:40],
+                "turn": turn, "status": result.status, "answer": str(result.answer)[:120],
                 "requests": len(usages), "prompt_tokens": sum(u.prompt_tokens for u in usages),
                 "cached_tokens": sum(u.cached_tokens for u in usages),
                 "largest_request": max(steps, default=0),
@@ -160,8 +160,9 @@ def local(args) -> None:
     prompt = sum(r["prompt_tokens"] for r in rows)
     cached = sum(r["cached_tokens"] for r in rows)
     ok = sum(r["status"] == "completed" for r in rows)
-    right = sum(r["answer"] == str(lookup.fn(city=CITIES[(r["turn"] - 1) % len(CITIES)])["population"])
-                for r in rows)
+    # right: the answer names the looked-up number ("The population of Oslo is 566,223.")
+    right = sum(str(lookup.fn(city=CITIES[(r["turn"] - 1) % len(CITIES)])["population"])
+                in r["answer"].replace(",", "") for r in rows)
     largest = max(r["largest_request"] for r in rows)
     text = "\n".join([
         f"# {args.local_turns}-turn chat on {path.name}", "",

@@ -158,7 +158,8 @@ class LocalModel:
             if len(tokens) >= self.config.n_ctx:
                 raise ModelError(f"{self.name}: the prompt ({len(tokens)} tokens) does not fit "
                                  f"in the context window ({self.config.n_ctx} tokens)")
-            budget = min(self.config.max_tokens, self.config.n_ctx - len(tokens))
+            room = self.config.n_ctx - len(tokens)
+            budget = min(self.config.max_tokens, room)
             matcher = self._matcher(schema) if schema is not None else None
             if schema is not None and matcher is None:
                 reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens),
@@ -166,7 +167,7 @@ class LocalModel:
                 text, generated, cut = self._grammar_completion(messages, response_format, budget, stop)
             else:
                 reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens))
-                text, generated, cut = self._decode(matcher, budget, stop)
+                text, generated, cut = self._decode(matcher, budget, stop, room)
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
                                                  cached_tokens=reused), cut=cut)
 
@@ -261,10 +262,13 @@ class LocalModel:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def _decode(self, matcher, budget: int, stop: list[str] | None) -> tuple[str, int, bool]:
+    def _decode(self, matcher, budget: int, stop: list[str] | None,
+                room: int) -> tuple[str, int, bool]:
         """Our sampling loop; the last token is not evaluated, since nothing reads its logits.
         Near the end of the budget a constrained reply is steered to close (see `closing_pick`),
-        so that a model looping inside a string still sends valid JSON."""
+        so that a model looping inside a string still sends valid JSON. What the schema still
+        requires then (keys, a tool name, `}`) may run up to CLOSING_RESERVE past the budget,
+        within the context (`room`)."""
         import numpy as np
 
         from .decoding import CLOSING_RESERVE, Sampler
@@ -272,11 +276,12 @@ class LocalModel:
         llm, lib = self._llm, self._llama_cpp
         sampler = Sampler(self.config.temperature, self.config.seed)
         closing_at = budget - min(CLOSING_RESERVE, budget // 4)
+        limit = min(budget + CLOSING_RESERVE, room) if matcher is not None else budget
         out: list[int] = []
         ended = False
-        while len(out) < budget:
+        while len(out) < limit:
             if matcher is not None:
-                forced = matcher.forced()[: budget - len(out)]
+                forced = matcher.forced()[: limit - len(out)]
                 if forced:
                     matcher.consume(forced)
                     out += forced

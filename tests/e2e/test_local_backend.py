@@ -16,6 +16,7 @@ from checks import (QUESTIONS, OrderDesk, assert_first_try_valid,  # noqa: E402
 
 from jsonagent import Agent, ResponseFormatRejected, read_journal  # noqa: E402
 from jsonagent.envelope import Parsed, parse_reply, response_format  # noqa: E402
+from jsonagent.models.decoding import CLOSING_RESERVE  # noqa: E402
 from jsonagent.models.local import LocalConfig, LocalModel  # noqa: E402
 from jsonagent.prompt import system_prompt  # noqa: E402
 from jsonagent.tools.toolset import Toolset, core_tools  # noqa: E402
@@ -58,7 +59,7 @@ def test_a_reply_out_of_tokens_still_closes_valid_and_says_it_was_cut(local_mode
     reply = local_model.complete(_messages(toolset, question), response_format("schema", toolset))
     parsed = parse_reply(reply.text, toolset)  # valid by construction: no repair needed
     assert isinstance(parsed, Parsed) and parsed.repairs == [], reply.text
-    assert reply.cut and reply.usage.completion_tokens <= 40
+    assert reply.cut and reply.usage.completion_tokens <= 40 + CLOSING_RESERVE
 
 
 def test_a_response_format_without_a_schema_is_rejected(local_model):

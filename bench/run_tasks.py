@@ -53,7 +53,7 @@ def model_path(spec: str) -> Path:
 
 
 def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, transcripts: Path,
-                  style: str = "json", stall_after: int | None = 3) -> dict:
+                  style: str = "json", stall_after: int | None = AgentConfig().stall_after) -> dict:
     transcript = transcripts / f"{run}-{task.id}.jsonl"
     transcript.unlink(missing_ok=True)
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
@@ -174,6 +174,7 @@ def main() -> None:
         return
 
     gguf = model_path(args.model)
+    stall_after = None if args.no_stall else AgentConfig().stall_after
     runs = [r for r in args.runs.split(",") if r]
     tasks = [t for t in TASKS if not args.tasks or t.id in args.tasks]
     out = args.out or HERE / "results" / gguf.stem
@@ -183,7 +184,7 @@ def main() -> None:
 
     meta = {"model": gguf.name, "tasks": len(tasks), "max_steps": args.max_steps, "cpus": os.cpu_count(),
             "llama_cpp": llama_cpp.__version__, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "runs": runs, "decoder": args.decoder, "stall_after": None if args.no_stall else 3,
+            "runs": runs, "decoder": args.decoder, "stall_after": stall_after,
             "load_average_at_start": os.getloadavg()}
     records: list[dict] = []
 
@@ -201,7 +202,7 @@ def main() -> None:
                                              decoder=args.decoder))
         for task in tasks:
             records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts,
-                                         stall_after=None if args.no_stall else 3))
+                                         stall_after=stall_after))
             _progress(records[-1])
             save()
         model.close()
@@ -222,7 +223,7 @@ def main() -> None:
                 for task in tasks:
                     records.append(run_jsonagent(task, model, None if run in STYLES else run, run,
                                                  args.max_steps, transcripts, style,
-                                                 stall_after=None if args.no_stall else 3))
+                                                 stall_after=stall_after))
                     _progress(records[-1])
                     save()
     save()

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel
 
-from .errors import RunError, UserError
+from .errors import RunError, UserError, read_text
 from .models import Usage
 
 AgentFactory = Callable[[], Any]
@@ -100,12 +100,7 @@ class BatchSummary(BaseModel):
 def read_tasks(path: str | Path) -> list[Task]:
     """Every task of the file, checked; a bad line or a duplicate id raises BatchError."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BatchError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise BatchError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_text(path, BatchError)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for n, raw in enumerate(text.splitlines(), 1):

@@ -46,3 +46,16 @@ class ResponseFormatRejected(ModelError):
 
 class ToolError(RunError):
     """Raise inside a tool: the message becomes the observation, without a traceback."""
+
+
+def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
+    """A UTF-8 file's text, or `error` with one line naming the file and what went wrong
+    (`what`: what the file is for, as in "cannot read tool specs")."""
+    from pathlib import Path
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read{' ' + what if what else ''}: {exc.strerror or exc}") from None

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, read_text
 from .models import Message, ModelReply, Usage
 
 Reply = str | dict | ModelReply | BaseException
@@ -41,12 +41,9 @@ class ScriptedModel:
         """A JSON list of raw reply strings (objects are allowed and sent as JSON)."""
         if not str(path):
             raise ConfigError("scripted: needs a file, as in scripted:replies.json")
+        text = read_text(path, ConfigError, "script")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read script: {exc.strerror or exc}") from None
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
         if not isinstance(data, list):

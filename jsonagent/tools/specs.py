@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import SpecError
+from ..errors import SpecError, read_text
 
 PYTHON_TYPES = {
     "str": "string",
@@ -169,12 +169,7 @@ def env_refs(text: str) -> list[str]:
 def load_tools(path: str | Path) -> list[ToolSpec]:
     """Read a JSON file holding one spec, a list of specs, or {"tools": [...]}."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read tool specs: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = read_text(path, SpecError, "tool specs")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -110,7 +110,8 @@ class Loop:
         for attempt in range(self.config.max_reasks + 1):
             reply = yield from self._complete(extra, index, attempt, warned)
             parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
-            self.s.stats.repairs += len(parsed.repairs)
+            if parsed.repairs:
+                self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
                 return parsed
             self.s.stats.invalid_replies += 1
@@ -243,7 +244,8 @@ class Loop:
         if tool is None:
             return {"error": f"unknown tool {call.tool!r}"}, True
         self.ctx.step = len(self.s.steps)
-        self.s.code_used |= call.tool == CODE_TOOL
+        if call.tool == CODE_TOOL:
+            self.s.code_used = True
         try:
             out = tool.invoke(call.args, self.ctx)
         except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
@@ -332,6 +334,8 @@ class Loop:
                                      stats=s.stats.model_dump(), result=result))
 
     def _event(self, event: ev._Event) -> Any:
-        self.s.seq += 1
-        event.run_id, event.session_id, event.seq = self.s.run_id, self.s.session_id, self.s.seq
+        s = self.s
+        s.seq += 1
+        # plain values we own: past pydantic's __setattr__, which costs a microsecond a field
+        event.__dict__.update(run_id=s.run_id, session_id=s.session_id, seq=s.seq)
         return event

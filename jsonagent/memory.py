@@ -76,7 +76,8 @@ class Memory:
             if question is not None and question < m.start:
                 out.append(msgs[question])
         end = len(msgs) if end is None else end
-        out += [self._shown(msgs[i], bare=i < m.bare) for i in range(m.start, end)]
+        limit = self.observation_chars
+        out += [self._shown(msgs[i], i < m.bare, limit) for i in range(m.start, end)]
         return out + list(extra)
 
     def count(self, state: RunState, messages: list[Message]) -> int:
@@ -95,13 +96,13 @@ class Memory:
         if self.budget and not self.exact and usage.prompt_tokens > 0:
             state.memory.tokens_per_char = usage.prompt_tokens / max(_chars(wire), 1)
 
-    def _shown(self, msg: Message, bare: bool) -> Message:
+    @staticmethod
+    def _shown(msg: Message, bare: bool, limit: int) -> Message:
         # the whole message within the cap means its response is too: no need to parse it
-        if msg.role == "observation" and len(msg.content) > self.observation_chars:
+        if msg.role == "observation" and len(msg.content) > limit:
             body = json.loads(msg.content)
             response = body["response"]
             text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
-            limit = self.observation_chars
             if len(text) > limit:
                 body["response"] = note("cut", head=text[:limit], more=len(text) - limit)
                 return Message(role="observation", content=json.dumps(body, ensure_ascii=False))

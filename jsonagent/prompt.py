@@ -27,7 +27,7 @@ class JsonStyle:
     """Stop sequences to send with each request."""
 
     def system(self, toolset: Toolset) -> str:
-        tools = "\n".join(json.dumps(t.spec.describe(), ensure_ascii=False) for t in toolset)
+        tools = "\n".join(t.spec.shown for t in toolset)
         return Template(template("system.md")).safe_substitute(
             more_rules=_more_rules(toolset), tools=tools).strip()
 

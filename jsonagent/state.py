@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .models import Usage
 
@@ -100,8 +100,8 @@ class RunState(BaseModel):
     steps: list[StepRecord] = []
     pending: Pending | None = None
     json_mode: str
-    usage: Usage = Usage()
-    stats: Stats = Stats()
+    usage: Usage = Field(default_factory=Usage)
+    stats: Stats = Field(default_factory=Stats)
     answer: Any = None
     """The final answer, as JSON data."""
     error: str | None = None
@@ -114,7 +114,7 @@ class RunState(BaseModel):
     model: str = ""
     origin: dict[str, Any] = {}
     """How the front end built the agent (the CLI's options), so that it can be built again."""
-    memory: MemoryState = MemoryState()
+    memory: MemoryState = Field(default_factory=MemoryState)
     """The context policy's layout: the summary slot and what it covers (see memory.py)."""
     code_used: bool = False
     """The code interpreter ran in this conversation: its variables die with the process."""
@@ -125,4 +125,4 @@ class RunState(BaseModel):
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+    return f"{prefix}_{os.urandom(8).hex()}"

@@ -29,6 +29,29 @@ def test_plain_dialect_without_parameters_takes_no_arguments():
     assert spec.validate_args({"x": 1})[0].path == "/x"
 
 
+def test_the_fast_path_for_plain_arguments_agrees_with_jsonschema():
+    spec = ToolSpec.from_dict({"name": "calc", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number", "description": "d"},
+        "s": {"type": "string"}, "b": {"type": "boolean", "default": False}}, "required": ["n"]}})
+    assert spec._plain is not None
+    cases = [{"n": 1}, {"n": 1, "x": 2, "s": "a", "b": True}, {"n": 1, "x": 2.5}, {"n": 3.0},
+             {"n": True}, {"n": 1, "x": False}, {"n": 1, "b": 0}, {"n": "1"}, {"n": None}, {},
+             {"n": 1, "extra": 1}, [], "n", None, {"n": 1, "s": ["a"]}, {"n": 2**70}]
+    for args in cases:
+        full = sorted(spec._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        assert bool(spec.validate_args(args)) == bool(full), args
+    assert spec.validate_args({"n": True})[0].message == "expected integer, got boolean true"
+
+
+def test_the_fast_path_leaves_constrained_schemas_to_jsonschema():
+    for prop in ({"type": "string", "enum": ["a"]}, {"type": "string", "pattern": "^a$"},
+                 {"type": "integer", "minimum": 0}, {"type": ["string", "null"]},
+                 {"type": "array"}, {"anyOf": [{"type": "string"}]}):
+        spec = ToolSpec.from_dict({"name": "t", "parameters": {
+            "type": "object", "properties": {"p": prop}}})
+        assert spec._plain is None, prop
+
+
 def test_legacy_dialect_with_python_type_names():
     spec = ToolSpec.from_dict({"name": "calc", "description": "d", "parameters": [
         {"name": "a", "type": "int", "description": "first"},

@@ -101,8 +101,9 @@ class Toolset:
         return next(t for t in self if t.final)
 
     def fingerprint(self) -> str:
-        blob = json.dumps([t.spec.describe() for t in self], sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        # the bytes of json.dumps([describe(), ...], sort_keys=True), from each spec's cache
+        blob = "[" + ", ".join(t.spec.canonical for t in self) + "]"
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _fold(name: str) -> str:

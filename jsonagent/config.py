@@ -34,7 +34,7 @@ class AgentConfig(BaseModel):
     """Tokens kept free for the reply when the budget comes from the model's window."""
     summary_model: str | None = None
     """A cheaper model for the summaries (a --model name); None uses the run's model."""
-    stall_after: int | None = Field(3, ge=2)
+    stall_after: int | None = Field(2, ge=2)
     """The same call, or the same result, this many times: the model is told it repeats
     itself; once more and the run ends `stalled`. None turns stall detection off."""
     thought_max_chars: int | None = Field(600, ge=16)

@@ -44,7 +44,8 @@ def test_completed():
 
 
 def test_max_steps():
-    r = agent([step("GetTimeTools")] * 3, max_steps=3).run("loop forever")
+    times = [step("GetTimeTools", {"timezone": z}) for z in ("UTC", "Asia/Tokyo", "Europe/Oslo")]
+    r = agent(times, max_steps=3).run("loop forever")
     assert r.status == "max_steps" and len(r.steps) == 3
     assert "TaskCompleteTool" in r.error
 

@@ -39,7 +39,9 @@ class Step(BaseModel):
     args_list: dict[str, Any]
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(), ensure_ascii=False)
+        # the fields by hand: model_dump would deep-copy the arguments first
+        return json.dumps({"thought": self.thought, "tool_name": self.tool_name,
+                           "args_list": self.args_list}, ensure_ascii=False)
 
 
 @dataclass

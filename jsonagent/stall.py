@@ -34,8 +34,10 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
     if after is None or not steps:
         return None
     last = steps[-1]
-    calls = sum(1 for s in steps if (s.tool, s.args) == (last.tool, last.args))
-    results = sum(1 for s in steps if s.tool == last.tool and s.observation == last.observation)
+    tool, args, observation = last.tool, last.args, last.observation
+    same_tool = [s for s in steps if s.tool == tool]
+    calls = sum(1 for s in same_tool if s.args == args)
+    results = sum(1 for s in same_tool if s.observation == observation)
     kind, count = ("call", calls) if calls >= results else ("result", results)
     if count > after:
         return Verdict("stop", kind, count)

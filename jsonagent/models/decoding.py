@@ -17,11 +17,18 @@ from jsonagent.errors import ModelError, ResponseFormatRejected
 
 CLOSING_RESERVE = 32
 """The last tokens of a reply's budget, in which a constrained reply is steered to close."""
+RUNAWAY = 64
+"""A reply whose last this many tokens hold at most two distinct ones has run away
+(`999999...` to the cap, seen on the 1.5B model: three 80-second replies in one task)."""
 CLOSERS = frozenset(b'"}]')
 """The bytes of a token that closes a string, an object or an array, and opens nothing."""
 
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 """One layout, the one the system prompt shows: nothing left to choose, so more is forced."""
+
+
+def runaway(out: list[int]) -> bool:
+    return len(out) >= RUNAWAY and len(set(out[-RUNAWAY:])) <= 2
 
 
 class Sampler:

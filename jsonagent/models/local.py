@@ -266,12 +266,13 @@ class LocalModel:
                 room: int) -> tuple[str, int, bool]:
         """Our sampling loop; the last token is not evaluated, since nothing reads its logits.
         Near the end of the budget a constrained reply is steered to close (see `closing_pick`),
-        so that a model looping inside a string still sends valid JSON. What the schema still
+        so that a model looping inside a string still sends valid JSON; a reply that has run
+        away (`runaway`) is steered from there on, not at the cap. What the schema still
         requires then (keys, a tool name, `}`) may run up to CLOSING_RESERVE past the budget,
         within the context (`room`)."""
         import numpy as np
 
-        from .decoding import CLOSING_RESERVE, Sampler
+        from .decoding import CLOSING_RESERVE, Sampler, runaway
 
         llm, lib = self._llm, self._llama_cpp
         sampler = Sampler(self.config.temperature, self.config.seed)
@@ -290,6 +291,10 @@ class LocalModel:
                         break
                     llm.eval(forced)
                     continue
+            if len(out) < closing_at and runaway(out):
+                if matcher is None:
+                    break
+                closing_at = len(out)
             logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, -1), shape=(self._n_vocab,))
             if matcher is not None and len(out) >= closing_at:
                 token = matcher.closing_pick(logits, sampler)

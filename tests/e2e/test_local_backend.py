@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'jsonagent[local,server]')")
@@ -60,6 +61,23 @@ def test_a_reply_out_of_tokens_still_closes_valid_and_says_it_was_cut(local_mode
     parsed = parse_reply(reply.text, toolset)  # valid by construction: no repair needed
     assert isinstance(parsed, Parsed) and parsed.repairs == [], reply.text
     assert reply.cut and reply.usage.completion_tokens <= 40 + CLOSING_RESERVE
+
+
+def test_a_runaway_reply_is_closed_long_before_the_cap(local_model, monkeypatch):
+    from jsonagent.models import decoding
+
+    nine = local_model._llm.tokenize(b"9", add_bos=False, special=False)[0]
+    pick = decoding.Sampler.pick
+
+    def stuck(self, logits):  # the model's `99999...`, wherever a 9 may go
+        return nine if np.isfinite(logits[nine]) else pick(self, logits)
+
+    monkeypatch.setattr(decoding.Sampler, "pick", stuck)
+    toolset = Toolset.build(None)
+    reply = local_model.complete(_messages(toolset, "What is 2 + 2?"), response_format("schema", toolset))
+    parsed = parse_reply(reply.text, toolset)
+    assert isinstance(parsed, Parsed) and parsed.step.thought.startswith("9" * 60), reply.text
+    assert reply.cut and reply.usage.completion_tokens <= decoding.RUNAWAY + CLOSING_RESERVE
 
 
 def test_a_response_format_without_a_schema_is_rejected(local_model):

@@ -218,3 +218,21 @@ def test_non_utf8_spec_file(tmp_path):
     path.write_bytes(b'[{"name": "caf\xe9"}]')
     with pytest.raises(SpecError, match="not UTF-8 text"):
         load_tools(path)
+
+
+def test_a_toolset_fingerprint_is_the_sorted_json_of_what_the_model_is_shown():
+    # stored runs carry it: a resume compares it, so its bytes must not drift
+    import hashlib
+
+    from jsonagent import Toolset, tool
+
+    @tool
+    def greet(name: str, times: int = 1) -> str:
+        """Say hello: «bonjour»."""
+        return name
+
+    toolset = Toolset.build([greet])
+    blob = json.dumps([t.spec.describe() for t in toolset], sort_keys=True).encode()
+    assert toolset.fingerprint() == hashlib.sha256(blob).hexdigest()[:16]
+    assert [t.spec.shown for t in toolset] == [json.dumps(t.spec.describe(), ensure_ascii=False)
+                                              for t in toolset]

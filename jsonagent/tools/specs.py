@@ -124,8 +124,9 @@ class ToolSpec(BaseModel):
     @cached_property
     def _plain(self) -> tuple[dict[str, tuple[type, ...]], frozenset[str]] | None:
         """Most tools take a closed object of plain-typed arguments. Such a call is accepted
-        with a few isinstance checks instead of a jsonschema walk (a third of a step's
-        overhead); anything else, and every rejection with its message, goes to jsonschema."""
+        with a few isinstance checks instead of a jsonschema walk (about 20 µs, the largest
+        single cost of a scripted step); anything else, and every rejection with its message,
+        goes to jsonschema."""
         p = self.parameters
         if (set(p) - _PLAIN_OBJECT or p.get("type") != "object"
                 or p.get("additionalProperties") is not False):

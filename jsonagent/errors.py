@@ -15,6 +15,7 @@ whose text is what the model reads on the re-ask.
 
 from __future__ import annotations
 
+from pathlib import Path
 
 class JsonAgentError(Exception):
     """Base class; `str(err)` is always a single line fit to show a person."""
@@ -51,8 +52,6 @@ class ToolError(RunError):
 def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
     """A UTF-8 file's text, or `error` with one line naming the file and what went wrong
     (`what`: what the file is for, as in "cannot read tool specs")."""
-    from pathlib import Path
-
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

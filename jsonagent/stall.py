@@ -7,9 +7,9 @@ none of the 4 loops it met in schema mode on the 1.5B model (bench/results). Wha
 the mask: in schema mode the step after the warning cannot call that tool at all, its
 alternative leaves the grammar for one step (the loop's `_warned_tool`), which broke 7 of 7
 loops where the words broke none (bench/results/stall_mask). So the warning comes with the
-second identical call (`AgentConfig.stall_after`), and the third ends the run; on the 24-task
-benchmark this saved a step in every loop and lost no task (14/24 either way). Tools whose
-spec says `repeatable` (polling) are left alone.
+second identical call (`AgentConfig.stall_after`), and the third ends the run. In the 24-task
+experiment that chose it, this saved a step in every loop and lost no task: 14/24 either way
+(bench/results/.../round3). Tools whose spec says `repeatable` (polling) are left alone.
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@ the same events are plain lines, and `--output json` shows none of them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -61,14 +64,16 @@ class Display:
             def __rich__(self) -> str:
                 return f"[dim]{escape(what)} {time.monotonic() - t0:.0f} s[/]"
 
-        self._status = self.err.status(Elapsed(), spinner="dots")
-        self._status.start()
+        with _uninterrupted():
+            self._status = self.err.status(Elapsed(), spinner="dots")
+            self._status.start()
 
     def _stop(self) -> None:
         self._label = None
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        status, self._status = self._status, None
+        if status is not None:
+            with _uninterrupted():
+                status.stop()
 
     # -- events -------------------------------------------------------------------------------
 
@@ -219,3 +224,21 @@ def _n(count: int, noun: str) -> str:
 def _brief(obj: Any) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, default=str)
     return text if len(text) <= _SHOW else text[:_SHOW] + f"… (+{len(text) - _SHOW} chars)"
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """Ctrl-C waits until rich has started or stopped the spinner: half done, its state breaks
+    the next stop (an IndexError from a render hook never pushed) instead of ending the run
+    `interrupted`. Only the main thread can hold signals back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple] = []
+    old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
+        if caught and callable(old):
+            old(*caught[0])

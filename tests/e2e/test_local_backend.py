@@ -74,10 +74,14 @@ def test_a_runaway_reply_is_closed_long_before_the_cap(local_model, monkeypatch)
 
     monkeypatch.setattr(decoding.Sampler, "pick", stuck)
     toolset = Toolset.build(None)
-    reply = local_model.complete(_messages(toolset, "What is 2 + 2?"), response_format("schema", toolset))
+    messages = _messages(toolset, "What is 2 + 2?")
+    reply = local_model.complete(messages, response_format("schema", toolset))
     parsed = parse_reply(reply.text, toolset)
     assert isinstance(parsed, Parsed) and parsed.step.thought.startswith("9" * 60), reply.text
     assert reply.cut and reply.usage.completion_tokens <= decoding.RUNAWAY + CLOSING_RESERVE
+    # without a schema there is nothing to close: the reply just stops there
+    free = local_model.complete(messages, None)
+    assert free.cut and free.text == "9" * decoding.RUNAWAY
 
 
 def test_a_response_format_without_a_schema_is_rejected(local_model):

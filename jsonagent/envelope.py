@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import dialects
+from .state import to_json
 from .tools.specs import _pointer, _short, got
 from .tools.toolset import Toolset
 
@@ -40,8 +41,8 @@ class Step(BaseModel):
 
     def to_json(self) -> str:
         # the fields by hand: model_dump would deep-copy the arguments first
-        return json.dumps({"thought": self.thought, "tool_name": self.tool_name,
-                           "args_list": self.args_list}, ensure_ascii=False)
+        return to_json({"thought": self.thought, "tool_name": self.tool_name,
+                        "args_list": self.args_list})
 
 
 @dataclass

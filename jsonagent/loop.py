@@ -25,7 +25,7 @@ from .memory import Memory
 from .models import Model, ModelReply
 from .prompt import PromptStyle, note
 from .result import RunResult
-from .state import Message, Pending, RunState, StepRecord
+from .state import Message, Pending, RunState, StepRecord, to_json
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 from .tools.toolset import Toolset
@@ -142,7 +142,7 @@ class Loop:
             if self.memory.counting:  # usage says how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             self.s.stats.model_calls += 1
-            self.s.usage += reply.usage
+            self.s.usage.add(reply.usage)
             self.hooks.call("after_model", self.s, reply)
             yield self._event(ev.ModelCall(step=index, attempt=attempt, raw=reply.text,
                                            usage=reply.usage, json_mode=self.s.json_mode,
@@ -278,9 +278,10 @@ class Loop:
 
     def _observe(self, tool_name: str, response: Any, note_: str | None = None) -> None:
         """The whole result goes into the history; memory cuts it in the context if need be."""
-        body = {"tool_name": tool_name, "response": response} | ({"note": note_} if note_ else {})
-        self.s.messages.append(Message(role="observation",
-                                       content=json.dumps(body, ensure_ascii=False)))
+        body = {"tool_name": tool_name, "response": response}
+        if note_:
+            body["note"] = note_
+        self.s.messages.append(Message(role="observation", content=to_json(body)))
 
     def _resume(self, resume: Resume) -> Generator:
         s = self.s
@@ -320,8 +321,10 @@ class Loop:
              repeated: dict | None = None) -> ev.RunEnd:
         s = self.s
         s.status, s.answer, s.error = status, ev.jsonable(answer), error
-        result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=s.usage,
-                           stats=s.stats, error=error, pending=s.pending, json_mode=s.json_mode,
+        # copies: the run's own totals count on in place if it is resumed
+        usage, stats = s.usage.model_copy(), s.stats.model_copy()
+        result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=usage,
+                           stats=stats, error=error, pending=s.pending, json_mode=s.json_mode,
                            repeated=repeated,
                            run_id=s.run_id, session_id=s.session_id)
         try:
@@ -330,8 +333,8 @@ class Loop:
             s.status, s.error, s.pending = "failed", str(exc), None
             result = result.model_copy(update={"status": "failed", "error": str(exc), "pending": None})
         return self._event(ev.RunEnd(status=s.status, answer=s.answer, error=s.error,
-                                     pending=s.pending, usage=s.usage,
-                                     stats=s.stats.model_dump(), result=result))
+                                     pending=s.pending, usage=usage,
+                                     stats=stats.model_dump(), result=result))
 
     def _event(self, event: ev._Event) -> Any:
         s = self.s

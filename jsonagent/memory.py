@@ -36,7 +36,7 @@ from .config import AgentConfig
 from .errors import RunError
 from .models import Model, Usage
 from .prompt import note
-from .state import Message, RunState
+from .state import Message, RunState, to_json
 
 log = logging.getLogger("jsonagent")
 
@@ -61,6 +61,9 @@ class Memory:
         self.exact = callable(getattr(model, "count_tokens", None))
         self.counting = ("exact" if self.exact else "estimate") if self.budget else ""
         self._summariser: Model | None = None
+        self._layout: tuple | None = None
+        self._source: list[Message] | None = None
+        self._shown_msgs: list[Message] = []
 
     # -- the view -----------------------------------------------------------------------------
 
@@ -76,9 +79,20 @@ class Memory:
             if question is not None and question < m.start:
                 out.append(msgs[question])
         end = len(msgs) if end is None else end
-        limit = self.observation_chars
-        out += [self._shown(msgs[i], i < m.bare, limit) for i in range(m.start, end)]
-        return out + list(extra)
+        return out + self._stored(state)[:end - m.start] + list(extra)
+
+    def _stored(self, state: RunState) -> list[Message]:
+        """The stored messages from `start` on, as shown. Each one is cut or bared once, not
+        at every request: between two compactions (which change the layout) the history
+        only grows."""
+        m, msgs, limit = state.memory, state.messages, self.observation_chars
+        layout = (m.start, m.bare, limit)
+        if self._layout != layout or self._source is not msgs:
+            self._layout, self._source, self._shown_msgs = layout, msgs, []
+        shown = self._shown_msgs
+        shown += [self._shown(msgs[i], i < m.bare, limit)
+                  for i in range(m.start + len(shown), len(msgs))]
+        return shown
 
     def count(self, state: RunState, messages: list[Message]) -> int:
         wire = self.style.render(messages, self.config.observation_role)
@@ -102,15 +116,15 @@ class Memory:
         if msg.role == "observation" and len(msg.content) > limit:
             body = json.loads(msg.content)
             response = body["response"]
-            text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+            text = response if isinstance(response, str) else to_json(response)
             if len(text) > limit:
                 body["response"] = note("cut", head=text[:limit], more=len(text) - limit)
-                return Message(role="observation", content=json.dumps(body, ensure_ascii=False))
+                return Message(role="observation", content=to_json(body))
         elif msg.role == "assistant" and bare:
             step = json.loads(msg.content)
             if step.get("thought"):
                 return Message(role="assistant",
-                               content=json.dumps(step | {"thought": ""}, ensure_ascii=False))
+                               content=to_json(step | {"thought": ""}))
         return msg
 
     @property
@@ -203,7 +217,7 @@ class Memory:
             summary = summary[: self.budget // SUMMARY_SHARE * CHARS_PER_TOKEN_FLOOR]
         if model is self.model:  # a replayed script counts summaries among the model's calls
             state.stats.model_calls += 1
-        state.usage += usage
+        state.usage.add(usage)
         yield ev.SummaryCall(step=step, model=getattr(model, "name", "?"),
                              messages=cut - state.memory.start, text=summary, error=failure,
                              usage=usage, latency_s=round(time.perf_counter() - t0, 4))

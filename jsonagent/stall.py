@@ -35,9 +35,11 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
         return None
     last = steps[-1]
     tool, args, observation = last.tool, last.args, last.observation
-    same_tool = [s for s in steps if s.tool == tool]
-    calls = sum(1 for s in same_tool if s.args == args)
-    results = sum(1 for s in same_tool if s.observation == observation)
+    calls = results = 0
+    for s in steps:
+        if s.tool == tool:
+            calls += s.args == args
+            results += s.observation == observation
     kind, count = ("call", calls) if calls >= results else ("result", results)
     if count > after:
         return Verdict("stop", kind, count)

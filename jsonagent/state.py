@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Literal
 
@@ -11,6 +12,10 @@ from .models import Usage
 
 Role = Literal["system", "user", "assistant", "observation"]
 STATE_VERSION = 1
+
+to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""How the history writes JSON: text as it is, not \\u-escaped. One encoder for the process:
+`json.dumps` builds a new one on every call that passes an option."""
 
 
 class Message(BaseModel):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .errors import ConfigError, ModelError, read_text
-from .models import Message, ModelReply, Usage
+from .models import Message, ModelReply
 
 Reply = str | dict | ModelReply | BaseException
 ReplyFn = Callable[[list[Message], dict | None], Reply]
@@ -31,7 +31,7 @@ class ScriptedModel:
                  replay: bool = False):
         self.name = name
         self._fn = replies if callable(replies) else None
-        self._queue: list[Reply] = [] if callable(replies) else list(replies)
+        self._queue: list[Reply] = [] if callable(replies) else [_text(r) for r in replies]
         self._replay = replay
         self._position = 0
         self.requests: list[dict[str, Any]] = []
@@ -51,7 +51,7 @@ class ScriptedModel:
         return cls(data, name=f"scripted:{path}", replay=True)
 
     def enqueue(self, *replies: Reply) -> None:
-        self._queue.extend(replies)
+        self._queue.extend(_text(r) for r in replies)
 
     def seek(self, model_calls: int) -> None:
         """Called when a run starts or resumes, with the model calls it already made."""
@@ -76,10 +76,15 @@ class ScriptedModel:
             raise reply
         if isinstance(reply, ModelReply):
             return reply
-        text = reply if isinstance(reply, str) else json.dumps(reply)
+        text = _text(reply)
         prompt = sum(len(str(m.get("content", ""))) for m in messages) // 4
-        return ModelReply(text=text, usage=Usage(prompt_tokens=prompt,
-                                                 completion_tokens=len(text) // 4))
+        return ModelReply(text=text, usage={"prompt_tokens": prompt,
+                                            "completion_tokens": len(text) // 4})
+
+
+def _text(reply: Reply) -> Reply:
+    """A dict reply as the JSON text it is sent as (once, when it is scripted)."""
+    return json.dumps(reply) if isinstance(reply, dict) else reply
 
 
 def step(tool_name: str, args: dict | None = None, thought: str = "") -> dict:

@@ -305,6 +305,16 @@ def test_usage_is_summed():
     assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
 
 
+def test_a_paused_runs_result_keeps_its_totals_when_the_run_goes_on():
+    chat = agent([step("AskHumanHelpTool", {"question": "Which city?"}), DONE]).session()
+    paused = chat.run("weather?")
+    usage, stats = paused.usage.model_copy(), paused.stats.model_copy()
+    done = chat.resume(answer="Oslo")  # the same RunState goes on
+    assert (paused.usage, paused.stats) == (usage, stats)  # a result holds copies
+    assert done.usage.completion_tokens > usage.completion_tokens
+    assert done.stats.model_calls == stats.model_calls + 1
+
+
 def test_unserialisable_tool_result_is_kept_as_text(tmp_path):
     class Opaque:
         def __repr__(self):

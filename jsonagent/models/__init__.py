@@ -21,13 +21,15 @@ class Usage(BaseModel):
     "estimate" (characters, calibrated against the prompt_tokens the endpoint reports);
     "" when no budget applied."""
 
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            counting=other.counting or self.counting,
-        )
+    def add(self, other: "Usage") -> None:
+        """Count `other` in, in place: a run adds every reply's usage to its own, and a new
+        model each step cost more than the rest of the bookkeeping. The fields are plain
+        numbers we own, so they are set past pydantic's __setattr__."""
+        d = self.__dict__
+        d["prompt_tokens"] += other.prompt_tokens
+        d["completion_tokens"] += other.completion_tokens
+        d["cached_tokens"] += other.cached_tokens
+        d["counting"] = other.counting or self.counting
 
 
 class ModelReply(BaseModel):

@@ -101,9 +101,15 @@ class Toolset:
         return next(t for t in self if t.final)
 
     def fingerprint(self) -> str:
-        # the bytes of json.dumps([describe(), ...], sort_keys=True), from each spec's cache
-        blob = "[" + ", ".join(t.spec.canonical for t in self) + "]"
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return _fingerprint(tuple(t.spec.canonical for t in self))
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(canonical: tuple[str, ...]) -> str:
+    # every run records it, and most processes build the same few toolsets again and again;
+    # the bytes of json.dumps([describe(), ...], sort_keys=True), from each spec's cache
+    blob = "[" + ", ".join(canonical) + "]"
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _fold(name: str) -> str:

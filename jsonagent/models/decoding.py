@@ -18,8 +18,12 @@ from jsonagent.errors import ModelError, ResponseFormatRejected
 CLOSING_RESERVE = 32
 """The last tokens of a reply's budget, in which a constrained reply is steered to close."""
 RUNAWAY = 64
-"""A reply whose last this many tokens hold at most two distinct ones has run away
-(`999999...` to the cap, seen on the 1.5B model: three 80-second replies in one task)."""
+"""A reply whose last this many tokens repeat one short pattern has run away: `999999...` to
+the cap (three 80-second replies in one task on the 1.5B model), or a number whose digits
+cycle, `...8628034825342117688998628034825342117688...` (21 tokens a turn, three 1,024-token
+replies in one task)."""
+PERIOD = 32
+"""The longest pattern `runaway` looks for, in tokens."""
 CLOSERS = frozenset(b'"}]')
 """The bytes of a token that closes a string, an object or an array, and opens nothing."""
 
@@ -28,7 +32,10 @@ JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separ
 
 
 def runaway(out: list[int]) -> bool:
-    return len(out) >= RUNAWAY and len(set(out[-RUNAWAY:])) <= 2
+    if len(out) < RUNAWAY:
+        return False
+    tail = out[-RUNAWAY:]
+    return len(set(tail)) <= 2 or any(tail[p:] == tail[:-p] for p in range(3, PERIOD + 1))
 
 
 class Sampler:

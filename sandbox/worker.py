@@ -9,6 +9,7 @@ handler) before answering, so one bad cell does not spoil the next.
 from __future__ import annotations
 
 import ast
+import builtins
 import fcntl
 import io
 import linecache
@@ -37,6 +38,7 @@ class Worker:
         self.module = types.ModuleType("__main__")
         self.module.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = self.module
+        builtins.input = _no_input
 
     def restore_streams(self) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -165,6 +167,14 @@ def main(cfg: dict, namespaces: list[str], shm: bool) -> None:
         confined["rlimits"] = apply(Limits(**cfg["limits"]), cfg["memory_mb"])
     sys.path[:] = [root] + [p for p in sys.path if p]  # like Jupyter: the workdir is importable
     worker.serve({"op": "hello", **confined, "warnings": warnings})
+
+
+def _no_input(prompt: object = "") -> str:
+    # stdin is empty: plain input() says only "EOF when reading a line", and small models
+    # took that for a person's bad answer and asked again
+    print(prompt, end="")
+    raise EOFError("input() has nothing to read: nobody types into this interpreter. "
+                   "Write the values into the code instead")
 
 
 def _text_stream(fd: int) -> io.TextIOWrapper:

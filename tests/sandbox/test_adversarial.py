@@ -270,8 +270,9 @@ def test_closing_every_fd_is_at_worst_a_crash(sb):
 
 
 def test_stdin_is_empty_and_closed(sb):
-    r = run(sb, "import sys\nprint(repr(sys.stdin.read()))\ninput()")
-    assert r.stdout == "''\n" and "EOFError" in r.error
+    r = run(sb, "import sys\nprint(repr(sys.stdin.read()))\ninput('n? ')")
+    assert r.stdout == "''\nn? " and "EOFError" in r.error
+    assert "Write the values into the code" in r.error  # what the model does next
     assert_alive(sb)
 
 

@@ -4,11 +4,10 @@
 
 Time per step (bench/overhead.py) swings by a third with the machine's load and clock; an
 instruction count does not (repeats agree within about 2 %: run ids, timestamps), so it
-tells whether a change made the step cheaper. ROOT is a
-checkout to measure (default: this one); pass two to compare, say a `git worktree` of the
-last commit and this one. It runs 2 and then 12 ten-step runs and divides the difference,
-so start-up and imports cancel out. Needs valgrind (apt install valgrind); about a minute
-a root.
+tells whether a change made the step cheaper. ROOT is a checkout to measure (default: this
+one); pass two to compare, say a `git worktree` of the last commit and this one. It runs 2
+and then 12 ten-step runs and divides the difference, so start-up and imports cancel out.
+Needs valgrind (apt install valgrind); under a minute a root.
 """
 
 from __future__ import annotations
@@ -44,9 +43,9 @@ for _ in range(int(sys.argv[2]) + 1):  # one more: the first run pays for lazy i
 
 
 def instructions(root: Path, runs: int, script: Path, out: Path) -> int:
-    python = Path(sys.executable).resolve()  # valgrind follows no shims
+    # this interpreter itself (a venv's, with its packages), not a `python` shim script
     proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                           str(python), str(script), str(root), str(runs)],
+                           sys.executable, str(script), str(root), str(runs)],
                           capture_output=True, text=True,
                           env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts
     found = re.search(r"Collected : (\d+)", proc.stderr)

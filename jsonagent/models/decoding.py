@@ -35,6 +35,7 @@ def runaway(out: list[int]) -> bool:
     if len(out) < RUNAWAY:
         return False
     tail = out[-RUNAWAY:]
+    # periods 1 and 2 are any mix of two tokens; longer ones must repeat exactly
     return len(set(tail)) <= 2 or any(tail[p:] == tail[:-p] for p in range(3, PERIOD + 1))
 
 

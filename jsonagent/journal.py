@@ -23,7 +23,7 @@ class Journal:
 
     def write(self, event: _Event) -> None:
         if self._file is not None:
-            self._file.write(event.model_dump_json() + "\n")
+            self._file.write(event.to_json() + "\n")
             self._file.flush()
 
     def close(self) -> None:

@@ -1,9 +1,15 @@
-"""A run as a value: everything needed to continue it, in one pydantic model."""
+"""A run as a value: everything needed to continue it, in one pydantic model.
+
+The records a step adds (`Message`, `StepRecord`) are slotted dataclasses: the loop builds
+them from validated values a few times a step, and pydantic checks them where they come in
+from outside, when a stored `RunState` is read.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
@@ -18,7 +24,8 @@ to_json = json.JSONEncoder(ensure_ascii=False).encode
 `json.dumps` builds a new one on every call that passes an option."""
 
 
-class Message(BaseModel):
+@dataclass(slots=True)
+class Message:
     """One entry of the stored history, in no prompt style in particular.
 
     An assistant message holds a step as JSON (`Step.to_json()`); an observation holds
@@ -50,7 +57,8 @@ class MemoryState(BaseModel):
 Status = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
 
 
-class StepRecord(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
     index: int
     thought: str
     tool: str
@@ -58,7 +66,7 @@ class StepRecord(BaseModel):
     observation: Any = None
     error: bool = False
     """The tool failed or the call was refused; `observation` holds what the model was told."""
-    repairs: list[str] = []
+    repairs: list[str] = field(default_factory=list)
     model_s: float = 0.0
     """Time spent waiting for the model, re-asks included."""
     tool_s: float = 0.0

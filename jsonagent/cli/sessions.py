@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
@@ -66,7 +67,7 @@ def show(name: NameArg, output: OutputOpt = OutputChoice.text):
             {"id": r.id, "status": r.status, "question": r.question, "created_at": r.created_at,
              "answer": r.state.answer, "error": r.state.error,
              "pending": r.state.pending.model_dump() if r.state.pending else None,
-             "steps": [s.model_dump(mode="json") for s in r.state.steps]} for r in runs]},
+             "steps": [asdict(s) for s in r.state.steps]} for r in runs]},
             indent=2, ensure_ascii=False))
         return
     typer.echo(f"session {info.name or info.id} ({info.id}), {len(runs)} run(s)")

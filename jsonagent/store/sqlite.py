@@ -258,7 +258,7 @@ class SQLiteStore:
     def record(self, event: Any, state: RunState) -> None:
         """Events wait in memory until their run's next checkpoint, then go in one
         transaction with the state: a step costs one transaction, not three."""
-        row = (event.run_id, event.seq, event.type, event.t, event.model_dump_json())
+        row = (event.run_id, event.seq, event.type, event.t, event.to_json())
         with self._lock:  # runs of a server share this store from several threads
             waiting = self._pending.setdefault(event.run_id, [])
             waiting.append(row)
@@ -331,7 +331,7 @@ class SQLiteStore:
                          status=status, error=error, usage=state.usage,
                          stats=state.stats.model_dump())
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-                       (run_id, end.seq, end.type, end.t, end.model_dump_json()))
+                       (run_id, end.seq, end.type, end.t, end.to_json()))
             db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, decision = NULL "
                        "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
             return True

@@ -56,6 +56,8 @@ class Agent:
         self.config = (config or AgentConfig()).model_copy()
         if max_steps is not None:
             self.config.max_steps = max_steps
+        if self.config.observation_role is None:
+            self.config.observation_role = getattr(self.model, "observation_role", "user")
         self.toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in self.toolset if t.fn is None]
         if missing:

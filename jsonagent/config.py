@@ -21,8 +21,9 @@ class AgentConfig(BaseModel):
     """How JSON is forced: schema, object or prompt. None takes the model's default."""
     prompt_style: Literal["json", "react"] = "json"
     """How requests are written: JSON steps, or the ReAct text protocol with an Observation stop."""
-    observation_role: Literal["user", "tool", "system"] = "user"
-    """Role of the message that carries a tool's result back to the model."""
+    observation_role: Literal["user", "tool", "system"] | None = None
+    """Role of the message that carries a tool's result back to the model. None takes the
+    model's: `tool` for a local model whose chat template has a tool turn, else `user`."""
     max_observation_chars: int = Field(8000, ge=200)
     """Longer tool results are cut in the context, with a note saying so (the run's record
     keeps them whole)."""

@@ -209,6 +209,21 @@ def test_observation_message_shape_and_role():
     assert body["tool_name"] == "GetTimeTools" and body["response"]["timezone"] == "UTC"
 
 
+def test_observations_take_the_models_role_unless_the_config_names_one():
+    def observation_role(config: AgentConfig | None) -> str:
+        model = ScriptedModel([step("GetTimeTools", {"timezone": "UTC"}), DONE])
+        model.observation_role = "tool"  # as a local model whose template has a tool turn
+        agent = Agent(model=model, config=config)
+        agent.run("x")
+        assert agent.last_state.config["observation_role"] == agent.config.observation_role
+        return model.requests[1]["messages"][-1]["role"]
+
+    assert observation_role(None) == "tool"
+    assert observation_role(AgentConfig(observation_role="user")) == "user"
+    model = ScriptedModel([DONE])  # a model that says nothing gets the user turn
+    assert Agent(model=model).config.observation_role == "user"
+
+
 def test_long_observation_is_cut_with_a_note():
     @tool
     def big() -> str:

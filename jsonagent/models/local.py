@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ INSTALL_HINT = (
     '-DGGML_FMA=ON -DGGML_F16C=ON")'
 )
 
+TOOL_TURN = re.compile(r"""role['"]?\]?\s*==\s*['"]tool['"]""")
+"""A chat template with a turn of its own for tool results compares the role to 'tool'."""
 MIN_CACHED_PREFIX = 32
 """A system prompt shorter than this (in tokens) is cheaper to evaluate than to load."""
 
@@ -112,6 +115,12 @@ class LocalModel:
             eos_token=model.token_get_text(eos) if eos != -1 else "",
             bos_token=model.token_get_text(bos) if bos != -1 else "",
         )
+        self.observation_role = "tool" if TOOL_TURN.search(template) else "user"
+        """Tool results go in the template's own tool turn when it has one (Qwen's
+        `<tool_response>`), where the model was trained to read them. Shown as the user's
+        words, the 1.5B model made its last call again at once in 9 of 24 tasks (7 of its 11
+        failures); in the tool turn, in 2, and it solved 17 tasks instead of 13, losing none
+        (bench/results/qwen2.5-coder-1.5b-instruct-q4/round5)."""
         self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
         self._n_vocab = self._llm.n_vocab()
         self._prefixes: dict[str, int] = {}

@@ -108,6 +108,12 @@ def test_prompt_prefix_is_reused_from_the_kv_cache(local_model):
     assert second.usage.cached_tokens < second.usage.prompt_tokens
 
 
+def test_a_template_without_a_tool_turn_gets_results_as_the_user(local_model):
+    # SmolLM2's ChatML template prints any role it is given; it has no tool turn of its own
+    assert local_model.observation_role == "user"
+    assert Agent(model=local_model, tools=[]).config.observation_role == "user"
+
+
 def test_whole_runs_in_process(local_model, tmp_path):
     desk, acted = OrderDesk(), 0
     for i, question in enumerate(QUESTIONS):

@@ -4,10 +4,10 @@ The CLI display, the JSONL transcript (`journal`) and the store all read this on
 Every event carries its run, its session, a sequence number within the run (resuming goes
 on counting) and the schema version `v`.
 
-Events are slotted dataclasses, not pydantic models: a step makes three of them, and building
-one costs a tenth of what validating it would. Nothing needs checking, since the loop builds
-them from values it already validated. pydantic writes them (`to_json`) and reads them back
-(`EVENT`), with the same classes.
+Events are slotted dataclasses, not pydantic models: a step makes three of them, building one
+costs a third of validating it (1 µs against 3), and nothing needs checking, since the loop
+builds them from values it already validated. pydantic writes them (`to_json`) and reads them
+back (`EVENT`), with the same classes.
 """
 
 from __future__ import annotations

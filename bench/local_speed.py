@@ -49,7 +49,8 @@ def child_steps(model: str, kv_cache: bool, steps: int, max_tokens: int) -> dict
         reply = llm.complete(messages, fmt)
         out.append({"s": time.perf_counter() - t, "completion": reply.usage.completion_tokens,
                     "prompt": reply.usage.prompt_tokens, "cached": reply.usage.cached_tokens})
-        messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": OBSERVATION}]
+        messages += [{"role": "assistant", "content": reply.text},
+                     {"role": llm.observation_role, "content": OBSERVATION}]  # as the loop sends it
     llm.close()
     return {"load": load, "steps": out}
 

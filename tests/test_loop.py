@@ -291,6 +291,14 @@ def test_transcript_has_every_event_and_reads_back(tmp_path):
     assert events[5].duration_s >= 0
 
 
+def test_transcript_lines_are_the_events_as_emitted(tmp_path):
+    path, emitted = tmp_path / "run.jsonl", []
+    agent(["oops", step("GetTimeTools"), DONE], transcript=path, on_event=emitted.append).run("time?")
+    assert read_journal(path) == emitted  # every field read back into the same class
+    end = json.loads(path.read_text().splitlines()[-1])
+    assert emitted[-1].result is not None and "result" not in end  # in memory only
+
+
 def test_transcript_survives_a_crash(tmp_path):
     path = tmp_path / "run.jsonl"
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Agent": "agent",
     "AgentConfig": "config",
+    "CancelToken": "cancel",
+    "Cancelled": "errors",
     "ArgError": "tools.specs",
     "ConfigError": "errors",
     "JsonAgentError": "errors",
@@ -62,10 +64,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .agent import Agent
+    from .cancel import CancelToken
     from .config import AgentConfig
     from .envelope import Step, parse_reply
-    from .errors import (ConfigError, JsonAgentError, ModelError, ResponseFormatRejected,
-                         RunError, SpecError, ToolError, UserError)
+    from .errors import (Cancelled, ConfigError, JsonAgentError, ModelError,
+                         ResponseFormatRejected, RunError, SpecError, ToolError, UserError)
     from .hooks import ToolCall, Veto
     from .session import Session
     from .state import Pending, RunState

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator
 
+from .cancel import CancelToken, on_caller
 from .config import AgentConfig
 from .errors import ConfigError, SpecError
 from .hooks import Hooks
@@ -78,6 +79,8 @@ class Agent:
         self.busy_wait_s = 5.0
         """How long a run waits for a busy session before giving up."""
         self.last_state: RunState | None = None
+        self.running: dict[str, CancelToken] = {}
+        """The cancel token of each of this agent's runs in progress, by run id."""
 
     def close(self) -> None:
         """Shut down the tool sources the agent opened (MCP server processes)."""
@@ -102,6 +105,16 @@ class Agent:
         finally:
             self.last_state = s.last
             s.close()
+
+    def cancel(self, run_id: str | None = None) -> bool:
+        """Cancel a run of this agent in progress (every one when `run_id` is None), from any
+        thread. It ends `interrupted` within about a second, whatever its tool is doing;
+        False when no such run is in progress here."""
+        tokens = list(self.running.values()) if run_id is None else \
+            [t for t in [self.running.get(run_id)] if t is not None]
+        for token in tokens:
+            token.cancel()
+        return bool(tokens)
 
     def resume(self, run: str | RunState, *, answer: str | None = None,
                approve: bool | None = None, reason: str | None = None) -> RunResult:
@@ -130,9 +143,11 @@ class Agent:
         return end.result
 
     async def aiter(self, question: str, *, session: str | None = None) -> AsyncIterator[_Event]:
-        """`iter` for asyncio: the run goes on in a worker thread; async callbacks are
-        awaited on your event loop. Cancelling stops the run at the next step boundary."""
+        """`iter` for asyncio: the run goes on in a thread of its own; async callbacks are
+        awaited on your event loop. Cancelling the task cancels the run, whatever its tool
+        is doing, and returns once the run's thread has ended: nothing runs on."""
         import asyncio
+        import threading
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -147,15 +162,17 @@ class Agent:
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
             loop.call_soon_threadsafe(queue.put_nowait, done)
 
-        future = loop.run_in_executor(None, work)
+        thread = threading.Thread(target=work, name="jsonagent-run", daemon=True)
+        thread.start()
         try:
             while (item := await queue.get()) is not done:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
-        except asyncio.CancelledError:
-            s.cancel.set()  # the worker stops at the next step boundary
-            await asyncio.wait([future])
+        except BaseException:  # cancelled, or the caller stopped iterating
+            s.cancel()
+            while thread.is_alive():
+                await asyncio.sleep(0.01)
             raise
         finally:
             self.last_state = s.last
@@ -199,7 +216,8 @@ class Agent:
     # -- wiring -------------------------------------------------------------------------------
 
     def _context(self, loop: asyncio.AbstractEventLoop | None = None) -> RunContext:
-        return RunContext(ask_human=bridge(self.ask_human, loop),
+        ask = bridge(self.ask_human, loop)
+        return RunContext(ask_human=(lambda q: on_caller(ask, q)) if ask is not None else None,
                           sandbox_factory=self.sandbox_factory)
 
     def _journal(self) -> Journal | None:

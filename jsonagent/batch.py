@@ -33,6 +33,9 @@ from pydantic import BaseModel
 from .errors import RunError, UserError, read_text
 from .models import Usage
 
+_HUNG_AFTER = 10.0
+"""Seconds past its task's timeout after which a worker that has not answered is killed."""
+
 AgentFactory = Callable[[], Any]
 """Returns an `Agent`; must pickle (a module-level function or a functools.partial of one)."""
 
@@ -213,8 +216,10 @@ def transcript_path(directory: Path, task_id: str) -> Path:
 # -- the task function, the same in every backend ---------------------------------------------
 
 def run_task(agent: Any, task: Task, transcripts: Path | None = None,
-             worker: str | None = None) -> TaskResult:
-    """Run one task on a ready agent; every failure becomes a failed result, never a raise."""
+             worker: str | None = None, timeout: float | None = None) -> TaskResult:
+    """Run one task on a ready agent; every failure becomes a failed result, never a raise.
+    Past `timeout` seconds its run is cancelled: the tool in flight is stopped, and the
+    worker is free for the next task at once."""
     start = time.perf_counter()
     if transcripts is not None:
         path = transcript_path(transcripts, task.id)
@@ -224,12 +229,13 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
     try:
         from .events import jsonable
 
-        result = agent.run(task.input, session=task.session) if task.session \
-            else agent.run(task.input)
+        result, timed_out = _run_within(agent, task, timeout)
         line.answer, line.error = jsonable(result.answer), result.error
         line.steps, line.usage = len(result.steps), result.usage
         line.run_id, line.session_id = result.run_id or None, result.session_id or None
         line.status = result.status
+        if timed_out and result.status == "interrupted":
+            line.status, line.error = "failed", f"timed out after {timeout:g} s"
     except Exception as exc:
         line.error = f"{type(exc).__name__}: {exc}"
     if task.expect is not None:
@@ -238,6 +244,24 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         line.ok = line.status == "completed" and task.expect in text
     line.seconds = round(time.perf_counter() - start, 4)
     return line
+
+
+def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, bool]:
+    """The task's run, cancelled once `timeout` seconds have passed; and whether it was."""
+    start, timer, fired = time.monotonic(), None, []
+    end = None
+    try:
+        for end in agent.iter(task.input, session=task.session):
+            if timer is None and timeout:  # the first event names the run
+                left = max(0.0, timeout - (time.monotonic() - start))
+                timer = threading.Timer(left, lambda run_id=end.run_id: fired.append(
+                    agent.cancel(run_id)))
+                timer.daemon = True
+                timer.start()
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return end.result, bool(fired)
 
 
 def _worker_name() -> str:
@@ -289,7 +313,9 @@ def _dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Any,
                     s.task, s.started = queue.popleft(), time.perf_counter()
                     backend.give(s, s.task)
             now = time.perf_counter()
-            deadlines = [s.started + timeout - now for s in slots if s.task and timeout]
+            # the worker cancels an overdue run itself; this is for a worker that hangs
+            limit = timeout + _HUNG_AFTER if timeout else None
+            deadlines = [s.started + limit - now for s in slots if s.task and limit]
             news = dict(backend.wait(slots, max(0.0, min(deadlines)) if deadlines else None))
             now = time.perf_counter()
             for i, s in enumerate(slots):
@@ -303,7 +329,7 @@ def _dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Any,
                 elif msg and msg[0] == "done":
                     s.task = None
                     emit(TaskResult(**msg[1]))
-                elif s.task and timeout and now - s.started >= timeout:
+                elif s.task and limit and now - s.started >= limit:
                     slots[i] = replace(s, f"timed out after {timeout:g} s")
             slots = [s for s in slots if s is not None]
     finally:
@@ -313,7 +339,8 @@ def _dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Any,
 
 # -- the local backend: spawned processes, one pipe each ---------------------------------------
 
-def _worker_main(conn, factory: AgentFactory, transcripts: Path | None) -> None:
+def _worker_main(conn, factory: AgentFactory, transcripts: Path | None,
+                 timeout: float | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
     _exit_with_parent()
     try:
@@ -330,7 +357,7 @@ def _worker_main(conn, factory: AgentFactory, transcripts: Path | None) -> None:
             return
         if task is None:
             return
-        conn.send(("done", run_task(agent, Task(**task), transcripts, name).model_dump()))
+        conn.send(("done", run_task(agent, Task(**task), transcripts, name, timeout).model_dump()))
 
 
 def _fatal(exc: BaseException) -> tuple:
@@ -355,16 +382,17 @@ class _LocalBackend:
     start_hint = ("; see its output above. A script that calls run_batch needs "
                   "`if __name__ == \"__main__\":`, as workers import it")
 
-    def __init__(self, factory: AgentFactory, transcripts: Path | None):
+    def __init__(self, factory: AgentFactory, transcripts: Path | None, timeout: float | None):
         import multiprocessing
 
         self.ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
-        self.factory, self.transcripts = factory, transcripts
+        self.factory, self.transcripts, self.timeout = factory, transcripts, timeout
 
     def start(self) -> _Slot:
         slot = _Slot()
         conn, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.factory, self.transcripts),
+        proc = self.ctx.Process(target=_worker_main,
+                                args=(child, self.factory, self.transcripts, self.timeout),
                                 daemon=True, name="jsonagent-batch-worker")
         with _sigint_ignored():  # inherited, so Ctrl-C during its start-up is the parent's too
             proc.start()
@@ -436,9 +464,10 @@ class _RayWorker:
     """A Ray actor that, like a local worker, builds its agent once and runs `run_task` on
     it one task at a time, so a task's clock starts when the task really starts."""
 
-    def __init__(self, factory: AgentFactory, transcripts: str | None):
+    def __init__(self, factory: AgentFactory, transcripts: str | None, timeout: float | None):
         self.name = "ray:" + _worker_name()
         self.transcripts = Path(transcripts) if transcripts else None
+        self.timeout = timeout
         try:
             self.agent, self.fatal = factory(), None
         except Exception as exc:
@@ -448,21 +477,23 @@ class _RayWorker:
         return self.fatal or ("ready", self.name)
 
     def run(self, task: dict) -> tuple:
-        return ("done", run_task(self.agent, Task(**task), self.transcripts, self.name).model_dump())
+        return ("done", run_task(self.agent, Task(**task), self.transcripts, self.name,
+                                 self.timeout).model_dump())
 
 
 class _RayBackend:
     start_hint = ""
 
-    def __init__(self, ray, factory: AgentFactory, transcripts: Path | None):
-        self.ray = ray
+    def __init__(self, ray, factory: AgentFactory, transcripts: Path | None,
+                 timeout: float | None):
+        self.ray, self.timeout = ray, timeout
         self.cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayWorker)
         self.factory_ref = ray.put(factory)
         self.transcripts = str(transcripts) if transcripts else None
 
     def start(self) -> _Slot:
         slot = _Slot()
-        actor = self.cls.remote(self.factory_ref, self.transcripts)
+        actor = self.cls.remote(self.factory_ref, self.transcripts, self.timeout)
         slot.handle, slot.name = [actor, actor.ready.remote()], "ray"
         return slot
 
@@ -508,7 +539,7 @@ def _run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, addr
                              f"{exc}") from None
     try:
         size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        _dispatch(tasks, size, timeout, _RayBackend(ray, factory, transcripts), emit)
+        _dispatch(tasks, size, timeout, _RayBackend(ray, factory, transcripts, timeout), emit)
     finally:
         if started_here:
             ray.shutdown()
@@ -617,7 +648,8 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
         if todo and backend == "ray":
             _run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
         elif todo:
-            _dispatch(todo, workers or 1, task_timeout, _LocalBackend(agent_factory, where), emit)
+            _dispatch(todo, workers or 1, task_timeout,
+                      _LocalBackend(agent_factory, where, task_timeout), emit)
     finally:
         if bar:
             bar.__exit__(None, None, None)

@@ -9,6 +9,9 @@
         │   └── ResponseFormatRejected   the endpoint refused our response_format (4xx)
         └── ToolError             raised by a tool to send a clean message back to the model
 
+    Cancelled (a BaseException, like KeyboardInterrupt: no `except Exception` swallows it)
+                                  the run was cancelled while it waited (cancel.py)
+
 Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
 whose text is what the model reads on the re-ask.
 """
@@ -47,6 +50,10 @@ class ResponseFormatRejected(ModelError):
 
 class ToolError(RunError):
     """Raise inside a tool: the message becomes the observation, without a traceback."""
+
+
+class Cancelled(BaseException):
+    """The run's cancel token was set while the loop waited for a model or a tool."""
 
 
 def read_text(path, error: type[JsonAgentError], what: str = "") -> str:

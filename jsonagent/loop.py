@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -19,7 +18,8 @@ from . import events as ev
 from . import stall
 from .config import JSON_MODES, AgentConfig
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import JsonAgentError, ModelError, ResponseFormatRejected, ToolError, UserError
+from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatRejected, ToolError,
+                     UserError)
 from .hooks import Hooks, ToolCall, Veto
 from .memory import Memory
 from .models import Model, ModelReply
@@ -47,13 +47,14 @@ class Resume:
 class Loop:
     def __init__(self, model: Model, toolset: Toolset, config: AgentConfig, ctx: RunContext,
                  style: PromptStyle, hooks: Hooks, approve: Callable[[str, dict], bool | None] | None,
-                 output_type: type | None = None, cancel: threading.Event | None = None):
+                 output_type: type | None = None):
         self.model, self.toolset, self.config, self.ctx, self.style = model, toolset, config, ctx, style
         self.hooks, self.approve, self.output_type = hooks, approve, output_type
-        self.cancel = cancel or threading.Event()
+        self.cancel = ctx.cancel
+        """Slow calls run through it (`cancel.call`), so a cancel ends the wait at once."""
         self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
         self._reply_note: str | None = None
-        self.memory = Memory(model, config, style)
+        self.memory = Memory(model, config, style, self.cancel.call)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -67,7 +68,9 @@ class Loop:
                 yield from self._resume(resume or Resume())
             yield from self._steps()
         except KeyboardInterrupt:
-            yield from self._interrupted()
+            yield from self._interrupted("interrupted by the user", "interrupted")
+        except Cancelled:
+            yield from self._interrupted(self.cancel.reason or "cancelled", "cancelled")
         except JsonAgentError as exc:
             yield self._end("failed", error=str(exc))
         except Exception as exc:  # a bug: record the end, then let it surface
@@ -84,8 +87,7 @@ class Loop:
                 yield self._end("max_steps", error=f"stopped after {self.config.max_steps} steps "
                                 "without calling " + self.toolset.final.name)
                 return
-            if self.cancel.is_set():
-                raise KeyboardInterrupt
+            self.cancel.check()
             t0 = time.perf_counter()
             index = len(s.steps) + 1
             parsed = yield from self._next_step(index)
@@ -134,7 +136,8 @@ class Loop:
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply: ModelReply = self.model.complete(wire, fmt, stop=self.style.stop)
+                reply: ModelReply = self.cancel.call(self.model.complete, wire, fmt,
+                                                     stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
@@ -247,7 +250,7 @@ class Loop:
         if call.tool == CODE_TOOL:
             self.s.code_used = True
         try:
-            out = tool.invoke(call.args, self.ctx)
+            out = self.cancel.call(tool.invoke, call.args, self.ctx)
         except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
             raise
         except ToolError as exc:
@@ -303,15 +306,16 @@ class Loop:
             yield from self._act(record, decision=(bool(resume.approved), resume.reason),
                                  note_=restarted)
 
-    def _interrupted(self) -> Generator:
-        """Ctrl-C: the tool call in flight gets an observation, so the history stays whole
-        and the session can go on."""
+    def _interrupted(self, why: str, note_key: str) -> Generator:
+        """Ctrl-C or a cancel: the tool call in flight gets an observation, so the history
+        stays whole and the session can go on."""
+        self.cancel.cancel(why)  # stops whatever the run still has going
         s = self.s
         if s.in_flight and s.status == "running":
             record = s.steps[-1]
-            record.observation, record.error = {"error": note("interrupted")}, True
+            record.observation, record.error = {"error": note(note_key)}, True
             yield self._record(record)
-        yield self._end("interrupted", error="interrupted by the user")
+        yield self._end("interrupted", error=why)
 
     def _pause(self, pending: Pending) -> ev.RunEnd:
         self.s.pending = pending

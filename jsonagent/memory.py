@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import events as ev
 from .config import AgentConfig
@@ -55,8 +55,11 @@ FIRST_GUESS = 0.3
 
 
 class Memory:
-    def __init__(self, model: Model, config: AgentConfig, style: Any):
+    def __init__(self, model: Model, config: AgentConfig, style: Any,
+                 call: Callable[..., Any] | None = None):
         self.model, self.config, self.style = model, config, style
+        self.call = call or (lambda fn, *args: fn(*args))
+        """How a summary's model call is made: the loop's, so that a cancel stops it too."""
         self.budget = budget(model, config)
         self.exact = callable(getattr(model, "count_tokens", None))
         self.counting = ("exact" if self.exact else "estimate") if self.budget else ""
@@ -206,7 +209,7 @@ class Memory:
         model, t0 = self._summary_model(), time.perf_counter()
         summary, failure, usage = None, None, Usage()
         try:
-            reply = model.complete(wire, None)
+            reply = self.call(model.complete, wire, None)
             usage, summary = reply.usage, reply.text.strip()
             if not summary:
                 summary, failure = None, "the summary came back empty"

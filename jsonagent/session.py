@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import events as ev
+from .cancel import CancelToken
 from .errors import ConfigError
 from .loop import Loop, Resume
 from .prompt import note
@@ -34,7 +35,8 @@ class Session:
         self.id = store.open_session(name) if store is not None else new_id("ses")
         self.ctx = agent._context(loop)
         self.approve = bridge(agent.approve, loop)
-        self.cancel = threading.Event()
+        self._token = CancelToken()
+        """The next (or current) run's: each run has its own, in its own copy of `ctx`."""
         self.last: RunState | None = None
         """The last run's state, as this process last saw it."""
         self._journal = agent._journal()
@@ -49,6 +51,12 @@ class Session:
         self.ctx.close()
         if self._journal is not None:
             self._journal.close()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the run in progress now, from any thread: the loop stops waiting, and the
+        tool or model call in flight is stopped (see cancel.py). A run not yet started
+        stops before its first step."""
+        self._token.cancel(reason)
 
     @property
     def pending(self):
@@ -141,15 +149,27 @@ class Session:
         seek = getattr(agent.model, "seek", None)
         if seek is not None:  # a replayed script goes on where this run stopped
             seek(state.stats.model_calls)
-        loop = Loop(agent.model, agent.toolset, agent.config, self.ctx, agent.style, agent.hooks,
-                    self.approve, agent.output_type, self.cancel)
+        # the run's own context: the session's scratch state (its sandbox), the run's token
+        ctx = replace(self.ctx, cancel=self._token)
+        loop = Loop(agent.model, agent.toolset, agent.config, ctx, agent.style, agent.hooks,
+                    self.approve, agent.output_type)
         self.last = state
         return self._records(loop.iterate(state, resume), state)
 
     def _records(self, events: Iterator[ev._Event], state: RunState) -> Iterator[ev._Event]:
         """Hand each event to the records, then to the caller. Ctrl-C that lands outside the
         loop (in a record or in your `on_event`) is handed to the loop, which ends the run
-        cleanly."""
+        cleanly. While the run goes on, `agent.cancel(run_id)` reaches it."""
+        token = self._token
+        self.agent.running[state.run_id] = token
+        try:
+            yield from self._recorded(events, state)
+        finally:
+            self.agent.running.pop(state.run_id, None)
+            token.close()
+            self._token = CancelToken()
+
+    def _recorded(self, events: Iterator[ev._Event], state: RunState) -> Iterator[ev._Event]:
         interrupt: KeyboardInterrupt | None = None
         while True:
             try:

@@ -34,6 +34,8 @@ class ScriptedModel:
         self._queue: list[Reply] = [] if callable(replies) else [_text(r) for r in replies]
         self._replay = replay
         self._position = 0
+        self.stops_on_cancel = self._fn is None
+        """Replies from a list come at once; a function of yours may take its time."""
         self.requests: list[dict[str, Any]] = []
 
     @classmethod

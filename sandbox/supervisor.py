@@ -74,6 +74,7 @@ class Sandbox:
         self.limits = limits or Limits()
         self._lock = threading.Lock()
         self._closed = False
+        self._killed = False
         owned = workdir is None
         path = Path(tempfile.mkdtemp(prefix="jsonagent-sandbox-")) if owned else Path(workdir)
         self.workdir: Path = path.resolve()
@@ -101,7 +102,7 @@ class Sandbox:
             if self._closed:
                 raise SandboxClosed("this sandbox is closed")
             limit = float(timeout) if timeout is not None else self.timeout
-            state_lost = False
+            state_lost, self._killed = self._killed, False
             session = self._session
             if session is not None and not session.healthy():
                 session.close()  # it died or was tampered with between calls
@@ -116,6 +117,15 @@ class Sandbox:
                 state_lost = True
             outcome.pop("ended", None)
             return ExecResult(state_lost=state_lost, **outcome)
+
+    def kill(self) -> None:
+        """Stop the call in progress now, from any thread: the worker and everything it
+        started are killed, that call returns, and the next one starts a fresh interpreter
+        and reports `state_lost`."""
+        session = self._session
+        if session is not None:
+            self._killed = True
+            session.hard_kill()
 
     def close(self) -> None:
         """Kill the worker and everything it started; remove the workdir if we created it."""

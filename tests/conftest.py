@@ -25,3 +25,14 @@ def _loopback_only(self, address):
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+def pytest_configure(config):
+    """A suite started in the background of a non-interactive shell (`python -m pytest &`)
+    inherits SIGINT ignored, and so would every process it starts; the Ctrl-C tests send
+    SIGINT to their children, so those must start with the default handler. A handler set
+    here is reset to the default in an exec'd child, where an ignored one would stay."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -9,8 +9,8 @@ import jsonagent.testing
 
 def test_exported_names():
     assert sorted(jsonagent.__all__) == [
-        "Agent", "AgentConfig", "ArgError", "ConfigError", "JsonAgentError", "Model", "ModelError",
-        "ModelReply", "Pending", "ResponseFormatRejected", "RunContext", "RunError", "RunResult",
+        "Agent", "AgentConfig", "ArgError", "CancelToken", "Cancelled", "ConfigError",
+        "JsonAgentError", "Model", "ModelError", "ModelReply", "Pending", "ResponseFormatRejected", "RunContext", "RunError", "RunResult",
         "RunState", "Session", "SessionBusy", "SpecError", "Step", "StepRecord", "Store", "Tool",
         "ToolCall", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError", "Veto",
         "core_tools", "load_tools", "open_store", "parse_reply", "read_journal", "tool",

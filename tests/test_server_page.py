@@ -59,3 +59,37 @@ def test_page_runs_answers_and_escapes_everything(serve, tmp_path):
             assert shot.stat().st_size > 10_000
         finally:
             browser.close()
+
+
+def test_past_runs_follow_a_run_that_ends_elsewhere(serve):
+    """A run answered through the API, not on the page, still shows its end in the list."""
+    server = serve([ASK, step("TaskCompleteTool", {"output": "42"}, "done")])
+    run = server.create(input="Which city?")
+    server.wait(run["id"], "requires_action")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox"], timeout=30_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(server.url + "/")
+            shows(page, "#runs", "requires_action")
+            with server.client as c:
+                assert c.post(f"/v1/runs/{run['id']}/respond",
+                              json={"answer": "Oslo"}).status_code == 202
+            server.wait(run["id"], "completed")
+            shows(page, "#runs", "completed ·")
+            assert "requires_action" not in page.inner_text("#runs")
+        finally:
+            browser.close()
+
+
+def shows(page, selector: str, text: str, timeout: float = 15) -> None:
+    """Wait until the element's text holds `text` (polled from here: the page's CSP
+    forbids the eval that Playwright's own polling uses)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while text not in page.inner_text(selector):
+        assert time.monotonic() < deadline, page.inner_text(selector)
+        time.sleep(0.1)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from jsonagent.cancel import current
 from jsonagent.errors import ConfigError, ModelError, ResponseFormatRejected
 from jsonagent.models import Message, ModelReply, Usage
 from jsonagent.models import catalog
@@ -74,6 +75,8 @@ class LocalModel:
 
     default_json_mode = "schema"
     """Grammar-constrained decoding is what this backend is for."""
+    stops_on_cancel = True
+    """A cancelled run's reply stops at the next token."""
 
     def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None,
                  on_status: Status | None = None):
@@ -284,12 +287,15 @@ class LocalModel:
         from .decoding import CLOSING_RESERVE, Sampler, runaway
 
         llm, lib = self._llm, self._llama_cpp
+        cancel = current()  # a cancelled run's reply stops at the next token
         sampler = Sampler(self.config.temperature, self.config.seed)
         closing_at = budget - min(CLOSING_RESERVE, budget // 4)
         limit = min(budget + CLOSING_RESERVE, room) if matcher is not None else budget
         out: list[int] = []
         ended = False
         while len(out) < limit:
+            if cancel is not None:
+                cancel.check()
             if matcher is not None:
                 forced = matcher.forced()[: limit - len(out)]
                 if forced:
@@ -364,10 +370,13 @@ class LocalModel:
 
             text = json.dumps(schema)  # property order matters: the grammar keeps it
             grammar = self._compiled(text, lambda g: g.from_json_schema(text, verbose=self.config.verbose))
+        cancel = current()
+        halt = None if cancel is None else \
+            self._llama_cpp.StoppingCriteriaList([lambda ids, logits: cancel.cancelled])
         try:
             out = self._llm.create_chat_completion(
                 messages=messages, grammar=grammar, temperature=self.config.temperature,
-                max_tokens=budget, seed=self.config.seed, stop=stop)
+                max_tokens=budget, seed=self.config.seed, stop=stop, stopping_criteria=halt)
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
         usage = out.get("usage") or {}

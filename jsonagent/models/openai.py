@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 
-from ..errors import ConfigError, ModelError, ResponseFormatRejected
+from ..cancel import watching
+from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected
 from . import Message, ModelReply, Usage
 
 _FORMAT_STATUSES = {400, 415, 422}
@@ -15,6 +17,7 @@ _FORMAT_WORDS = ("format", "schema", "json", "grammar", "guided", "structured")
 
 class OpenAIModel:
     default_json_mode = "object"
+    stops_on_cancel = True  # a cancel cancels the request, closing its connection
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None,
@@ -35,8 +38,12 @@ class OpenAIModel:
         self.temperature = temperature
         self.max_tokens = max_tokens  # a rambling model must not fill the whole context
         # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                                     max_retries=max_retries)
+        # Its async client, on an event loop of our own, so that a cancel of the run cancels
+        # the request and closes its connection (the server then stops generating).
+        self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                          max_retries=max_retries)
+        self._loop = None
+        self._loop_lock = threading.Lock()
         self._openai = openai
         # Once "json_schema" is refused, send the schema as {"type": "json_object", "schema": ...},
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
@@ -54,7 +61,7 @@ class OpenAIModel:
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         try:
-            resp = self._client.chat.completions.create(**kwargs)
+            resp = self._request(kwargs)
         except self._openai.APIStatusError as exc:
             detail = _detail(exc)
             if response_format is not None and _refuses_format(exc.status_code, detail):
@@ -77,6 +84,30 @@ class OpenAIModel:
                       completion_tokens=getattr(u, "completion_tokens", 0) or 0,
                       cached_tokens=cached)
         return ModelReply(text=text, usage=usage, cut=resp.choices[0].finish_reason == "length")
+
+    def _request(self, kwargs: dict):
+        import asyncio
+        import concurrent.futures
+
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, daemon=True,
+                                 name=f"openai {self.name}").start()
+        future = asyncio.run_coroutine_threadsafe(
+            self._client.chat.completions.create(**kwargs), self._loop)
+        with watching(future.cancel):
+            try:
+                return future.result()
+            except concurrent.futures.CancelledError:
+                raise Cancelled("cancelled") from None
+
+    def close(self) -> None:
+        """Stop the event loop the requests run on."""
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
 
     def _dialect(self, response_format: dict) -> dict:
         if response_format["type"] == "json_schema" and self._schema_as_json_object:

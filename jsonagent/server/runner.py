@@ -7,7 +7,6 @@ server takes over the runs it had queued or was running (`start`).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import queue
 import threading
@@ -55,7 +54,7 @@ class Runner:
         self.workers, self.expire_after = workers, expire_after
         self.queue: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
-        self._active: dict[str, tuple[Session, int]] = {}
+        self._active: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -122,8 +121,8 @@ class Runner:
         self.queue.put(run_id)
 
     def cancel(self, run_id: str) -> None:
-        """Stop a run: at once when no worker has it, else at the next step boundary (a
-        tool in flight is interrupted)."""
+        """Stop a run: at once when no worker has it; else its worker's loop stops waiting
+        at once and the model or tool call in flight is stopped (see cancel.py)."""
         info = self.get(run_id)
         if public_status(info) in FINAL:
             raise Conflict(f"run {run_id} has ended ({public_status(info)})")
@@ -137,13 +136,8 @@ class Runner:
                     self.store.end_run(run_id, "interrupted", "cancelled", ("running",))
                     return
                 raise Conflict(f"run {run_id} is running in another process; stop it there")
-        session, thread_id = active
-        session.cancel.set()  # the loop stops at its next step boundary
+        active.cancel()
         self.store.end_run(run_id, "interrupted", "cancelled", ("needs_human",))  # paused just now
-        if session.last is not None and session.last.in_flight:
-            # a tool is running: interrupt it the way Ctrl-C would; the loop records it
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
-                                                       ctypes.py_object(KeyboardInterrupt))
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -157,8 +151,6 @@ class Runner:
                 continue
             try:
                 self._drive(agent, base, run_id)
-            except KeyboardInterrupt:  # a cancel that landed outside the loop
-                self.store.end_run(run_id, "interrupted", "cancelled", ("running",))
             except Exception:
                 log.exception("run %s failed in the server", run_id)
 
@@ -170,7 +162,7 @@ class Runner:
             if not (info.status == "queued" or info.orphaned):
                 return  # cancelled or expired while it waited in the queue
             session = Session(agent, info.session_id, self.store)
-            self._active[run_id] = (session, threading.get_ident())
+            self._active[run_id] = session
         state = info.state
         agent.config = base.model_copy(
             update={"max_steps": state.config.get("max_steps", base.max_steps)})

@@ -49,7 +49,11 @@ def task_complete(**answer: Any) -> dict[str, Any]:
 def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
     # Models often indent a whole cell, which Python refuses ("unexpected indent"); removing
     # the indent all lines share changes no cell that would have run as sent.
-    result = ctx.sandbox().run(textwrap.dedent(code))
+    sandbox = ctx.sandbox()
+    # a cancel kills the worker, and the next call starts afresh (a sandbox of your own,
+    # from Agent(sandbox_factory=...), may have no kill: its call is then left to finish)
+    with ctx.cancel.watch(getattr(sandbox, "kill", lambda: None)):
+        result = sandbox.run(textwrap.dedent(code))
     out: dict[str, Any] = {"stdout": result.stdout, "exit_code": result.exit_code}
     if result.stderr:
         out["stderr"] = result.stderr
@@ -69,6 +73,11 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["files_changed"] = list(result.files_changed)
     return out
 
+
+# Each returns at once, asks the person (on the loop's thread anyway), or is stopped by a
+# cancel: the loop may call them in its own thread (see cancel.py).
+for _fn in (get_time, ask_human, task_complete, code_interpreter):
+    _fn.stops_on_cancel = True
 
 BUILTINS = {
     "GetTimeTools": get_time,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, urlsplit
 
+from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
 from .specs import ARG_REF, ENV_REF, ToolSpec
 
@@ -109,7 +110,8 @@ def python_handler(spec: ToolSpec, ref: str, base: Path | None) -> Callable[...,
 
 
 def sync(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` itself, or for an async function a sync one that runs it to the end."""
+    """`fn` itself, or for an async function a sync one that runs it to the end (a cancel
+    of the run cancels its task)."""
     if not inspect.iscoroutinefunction(fn):
         return fn
 
@@ -118,19 +120,6 @@ def sync(fn: Callable[..., Any]) -> Callable[..., Any]:
         return run_coroutine(fn(*args, **kwargs))
 
     return call
-
-
-def run_coroutine(coro) -> Any:
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from inside a running loop
-        return pool.submit(asyncio.run, coro).result()
 
 
 def observation(text: str, output: str, limit: int, what: str) -> Any:
@@ -162,6 +151,8 @@ def _render(value: Any) -> str:
 
 class CommandHandler:
     """Runs argv with the arguments substituted into whole-element placeholders."""
+
+    stops_on_cancel = True  # a cancel kills its process group
 
     def __init__(self, spec: ToolSpec, handler: dict[str, Any], base: Path | None):
         self.spec = spec
@@ -203,7 +194,8 @@ class CommandHandler:
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
-            out, err = proc.communicate(data, timeout=self.timeout)
+            with watching(lambda: _kill_group(proc, only_children=True)):
+                out, err = proc.communicate(data, timeout=self.timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise ToolError(f"command {name!r} timed out after {self.timeout:g} s and was "
@@ -238,6 +230,8 @@ def _kill_group(proc: subprocess.Popen, only_children: bool = False) -> None:
 class HttpHandler:
     """One request; arguments are percent-encoded into the URL path, query or JSON body."""
 
+    stops_on_cancel = True  # a cancel cancels the request's task, closing its connection
+
     def __init__(self, spec: ToolSpec, http: dict[str, Any]):
         self.spec = spec
         self.where = f"{spec.origin} ({spec.name})"
@@ -256,6 +250,10 @@ class HttpHandler:
         self.output = http.get("output", "auto")
 
     def __call__(self, **args: Any) -> Any:
+        # async, so that a cancel of the run cancels the request and closes its connection
+        return run_coroutine(self._request(args))
+
+    async def _request(self, args: dict[str, Any]) -> Any:
         import httpx
 
         args = with_defaults(self.spec, args)
@@ -273,16 +271,16 @@ class HttpHandler:
         where = _safe_url(url)
         headers = dict(self.headers)
         try:
-            with httpx.Client(timeout=self.timeout, follow_redirects=False) as client:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
                 request = client.build_request(self.method, url, params=query or None,
                                                json=body, headers=headers)
                 for _ in range(_MAX_REDIRECTS + 1):
-                    response = client.send(request, stream=True)
+                    response = await client.send(request, stream=True)
                     try:
                         if not response.is_redirect:
-                            return self._read(response, where)
+                            return await self._read(response, where)
                     finally:
-                        response.close()
+                        await response.aclose()
                     request = self._follow(client, request, response)
                 raise ToolError(f"{self.method} {where}: more than {_MAX_REDIRECTS} redirects")
         except httpx.TimeoutException:
@@ -321,9 +319,9 @@ class HttpHandler:
             headers.pop("content-length", None)
         return client.build_request(method, target, headers=headers, content=content)
 
-    def _read(self, response, where: str) -> Any:
+    async def _read(self, response, where: str) -> Any:
         chunks, size = [], 0
-        for chunk in response.iter_bytes():
+        async for chunk in response.aiter_bytes():
             chunks.append(chunk)
             size += len(chunk)
             if size > self.max_bytes:

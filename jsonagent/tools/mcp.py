@@ -22,6 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..cancel import watching
 from ..errors import ConfigError, ToolError
 from .specs import ToolSpec
 
@@ -206,7 +207,10 @@ class MCPServer:
 
         future = asyncio.run_coroutine_threadsafe(call(), self._loop)
         try:
-            result = future.result(timeout=self.call_timeout + 1)
+            # a cancel of the run cancels the request (the SDK tells the server so); the
+            # server and its connection stay up for the next call
+            with watching(future.cancel):
+                result = future.result(timeout=self.call_timeout + 1)
         except (TimeoutError, concurrent.futures.TimeoutError):
             future.cancel()
             raise ToolError(f"MCP server {self.name}: {name} got no answer within "
@@ -277,6 +281,8 @@ class MCPServer:
 
 class _Call:
     """The function behind one MCP tool; `source` tells the toolset where it comes from."""
+
+    stops_on_cancel = True  # a cancel cancels the request (see MCPServer.call)
 
     def __init__(self, server: MCPServer, name: str):
         self.server, self.name, self.source = server, name, server.origin

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, get_type_hints
 
+from ..cancel import CancelToken
 from .specs import ToolSpec
 
 
@@ -24,6 +25,14 @@ class RunContext:
     """1-based index of the step being run."""
     state: dict[str, Any] = field(default_factory=dict)
     """Scratch space shared by the tools of one run (or one chat session)."""
+    cancel: CancelToken = field(default_factory=CancelToken)
+    """The current run's cancel token: register how to stop slow work with
+    `cancel.on_cancel(stop)`, or poll `cancelled`."""
+
+    @property
+    def cancelled(self) -> bool:
+        """The run was cancelled: a long tool should stop and return."""
+        return self.cancel.cancelled
 
     def sandbox(self):
         if "sandbox" not in self.state:
@@ -53,6 +62,12 @@ class Tool:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def stops_on_cancel(self) -> bool:
+        """Its function stops by itself when the run is cancelled (our handlers do): it can
+        run in the loop's thread. Any other waits in a helper thread (see cancel.py)."""
+        return bool(getattr(self.fn, "stops_on_cancel", False))
 
     def invoke(self, args: dict[str, Any], ctx: RunContext) -> Any:
         kwargs = dict(args)

@@ -92,7 +92,15 @@ async def sleep(seconds: float) -> str:
     """Sleeps, longer than any test waits."""
     if opts.pid_file:
         open(opts.pid_file + ".sleeping", "w").close()
-    await asyncio.sleep(seconds)
+    end = asyncio.get_running_loop().time() + seconds
+    try:  # until the time is up, or the test releases it
+        while asyncio.get_running_loop().time() < end and not (
+                opts.pid_file and os.path.exists(opts.pid_file + ".release")):
+            await asyncio.sleep(0.02)
+    except asyncio.CancelledError:  # the client sent notifications/cancelled
+        if opts.pid_file:
+            open(opts.pid_file + ".cancelled", "w").close()
+        raise
     return "woke up"
 
 

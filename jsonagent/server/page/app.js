@@ -71,7 +71,7 @@ function pending(action) {
 }
 
 function finish(run) {
-  const ended = ["completed", "incomplete", "failed", "cancelled", "expired"].includes(run.status);
+  const ended = FINAL.includes(run.status);
   $("cancel").hidden = ended;
   $("final").hidden = !(ended || run.answer !== null);
   $("answer-text").textContent = run.answer !== null && run.answer !== undefined
@@ -145,15 +145,25 @@ async function open(runId) {
   follow(runId);
 }
 
+const FINAL = ["completed", "incomplete", "failed", "cancelled", "expired"];
+let listing = 0, relist = null;
+
+// The lists follow every run, not only the one shown: while one of them has not ended, look
+// again in a moment (a run answered elsewhere ends without an event on this page's stream).
 async function lists() {
+  const mine = ++listing;
+  clearTimeout(relist);
   const [runs, sessions] = await Promise.all([api("/v1/runs?limit=20"), api("/v1/sessions")]);
-  $("runs").replaceChildren(...(await runs.json()).data.map((run) => {
+  const data = (await runs.json()).data, known = (await sessions.json()).data;
+  if (mine !== listing) return;  // a later look has answered first
+  if (data.some((run) => !FINAL.includes(run.status))) relist = setTimeout(() => lists().catch(() => {}), 2000);
+  $("runs").replaceChildren(...data.map((run) => {
     const li = el("li", null, `${run.status} · ${run.input}`);
     li.title = run.id;
     li.onclick = () => open(run.id);
     return li;
   }));
-  $("sessions").replaceChildren(...(await sessions.json()).data.map((s) => {
+  $("sessions").replaceChildren(...known.map((s) => {
     const li = el("li", null, `${s.name || s.id} · ${s.runs} run${s.runs === 1 ? "" : "s"}`);
     li.onclick = () => { $("session").value = s.name || s.id; if (s.last_run) open(s.last_run); };
     return li;

@@ -1,0 +1,269 @@
+"""Cancellation as data: one token per run, which the loop, the model call and every tool see.
+
+Nothing is raised into another thread. The loop hands slow work (a model call, a tool call)
+to the run's helper thread and waits on the result *or* the token, so a cancel ends the wait
+at once, whatever the work is blocked in. The work itself learns of the cancel through the
+token: code that starts something slow (a process, a request, a sandbox call) registers how
+to stop it with `watching(stop)`, and a Python tool can poll `ctx.cancelled`. A tool that
+ignores the token finishes in the background; the run does not wait for it.
+
+    token = CancelToken()
+    reply = token.call(model.complete, messages, fmt)   # raises Cancelled once cancelled
+    token.cancel()                                        # from any thread
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import queue
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from .errors import Cancelled
+
+log = logging.getLogger("jsonagent")
+
+# The token of the run whose helper thread is running this code; None elsewhere.
+_current: contextvars.ContextVar[CancelToken | None] = contextvars.ContextVar(
+    "jsonagent_cancel", default=None)
+# Where the helper's current call can hand work back to the waiting (loop) thread.
+_caller: contextvars.ContextVar[queue.SimpleQueue | None] = contextvars.ContextVar(
+    "jsonagent_caller", default=None)
+
+_CANCELLED = object()
+_STOP = object()
+
+
+class CancelToken:
+    """Set once, from any thread; everything registered with `on_cancel` then runs."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: dict[object, Callable[[], Any]] = {}
+        self._helper: _Helper | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks, self._callbacks = list(self._callbacks.values()), {}
+        for stop in callbacks:
+            try:
+                stop()
+            except Exception:  # one stopper failing must not keep the others from running
+                log.exception("stopping work on cancel failed")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def on_cancel(self, stop: Callable[[], Any]) -> Callable[[], None]:
+        """Run `stop` when the token is cancelled (now, if it is already); returns a function
+        that unregisters it."""
+        key = object()
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks[key] = stop
+                return lambda: self._unregister(key)
+        stop()
+        return lambda: None
+
+    @contextmanager
+    def watch(self, stop: Callable[[], Any]) -> Iterator[None]:
+        """Within the block, a cancel calls `stop` (from the cancelling thread)."""
+        remove = self.on_cancel(stop)
+        try:
+            yield
+        finally:
+            remove()
+
+    def _unregister(self, key: object) -> None:
+        with self._lock:
+            self._callbacks.pop(key, None)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """A tool's `RunContext` goes through pydantic's validate_call as it is."""
+        from pydantic_core import core_schema
+
+        return core_schema.is_instance_schema(cls)
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Cancelled(self.reason)
+
+    # -- slow work in the run's helper thread -------------------------------------------------
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)`, waited on here: its result, its exception, or Cancelled as
+        soon as the token is cancelled. Ctrl-C while waiting cancels the token (so the work
+        is stopped too) and goes on up.
+
+        Work that stops by itself on a cancel (`stops_on_cancel`: our tool handlers and
+        model backends) runs in this thread; anything else, in the run's helper thread,
+        which costs two thread switches (about 0.1 ms) and lets the wait end at once."""
+        self.check()
+        if stops_on_cancel(fn):
+            return self._here(fn, args, kwargs)
+        if self._helper is None:
+            self._helper = _Helper(self)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        remove = self.on_cancel(lambda: inbox.put(_CANCELLED))
+        context = contextvars.copy_context()  # the caller's context vars reach the work
+        self._helper.tasks.put((context, fn, args, kwargs, inbox))
+        try:
+            while True:
+                item = inbox.get()
+                if item is _CANCELLED:
+                    self._helper = None  # it finishes the abandoned call, then ends
+                    raise Cancelled(self.reason)
+                kind, value = item[0], item[1]
+                if kind == "done":
+                    return value
+                if kind == "raise":
+                    if isinstance(value, KeyboardInterrupt):
+                        self.cancel("interrupted")
+                    raise value
+                _serve(item)  # the work asked for something only this thread may do
+        except KeyboardInterrupt:
+            self.cancel("interrupted")
+            raise
+        finally:
+            remove()
+
+    def _here(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        reset = _current.set(self)
+        try:
+            result = fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            self.cancel("interrupted")
+            raise
+        except BaseException:
+            self.check()  # when a cancel made it fail, the cancel is what happened
+            raise
+        finally:
+            _current.reset(reset)
+        self.check()
+        return result
+
+    def close(self) -> None:
+        """The run is over: let its helper thread end."""
+        helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.tasks.put(_STOP)
+
+
+class _Helper:
+    """One thread per run that runs its slow calls, one at a time, in the caller's context."""
+
+    def __init__(self, token: CancelToken) -> None:
+        self.token = token
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._work, name="jsonagent-run-helper", daemon=True).start()
+
+    def _work(self) -> None:
+        while (task := self.tasks.get()) is not _STOP:
+            context, fn, args, kwargs, inbox = task
+            context.run(_current.set, self.token)
+            context.run(_caller.set, inbox)
+            try:
+                inbox.put(("done", context.run(fn, *args, **kwargs)))
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                inbox.put(("raise", exc))
+            if self.token.cancelled:
+                return
+
+
+def _serve(item: tuple) -> None:
+    _, fn, args, reply = item
+    try:
+        reply.put(("done", fn(*args)))
+    except BaseException as exc:
+        reply.put(("raise", exc))
+        if not isinstance(exc, Exception):  # Ctrl-C at the prompt ends the run here
+            raise
+
+
+def stops_on_cancel(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` (a function, or a method of an object) says it stops by itself, soon, when
+    the current run is cancelled: a `stops_on_cancel = True` attribute on it or its object."""
+    owner = getattr(fn, "__self__", None)
+    return bool(getattr(fn, "stops_on_cancel", False)
+                or (owner is not None and getattr(owner, "stops_on_cancel", False)))
+
+
+def current() -> CancelToken | None:
+    """The token of the run this code works for, inside a call the loop made; else None."""
+    return _current.get()
+
+
+@contextmanager
+def watching(stop: Callable[[], Any]) -> Iterator[None]:
+    """Within the block, a cancel of the current run calls `stop` (from the cancelling
+    thread): kill the process, close the request, cancel the future."""
+    token = _current.get()
+    if token is None:
+        yield
+        return
+    with token.watch(stop):
+        yield
+
+
+def on_caller(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on the thread that waits for the current call: asking the person reads
+    the terminal there, where Ctrl-C lands, and never from a thread a cancel leaves behind."""
+    inbox, token = _caller.get(), _current.get()
+    if inbox is None or token is None:
+        return fn(*args)
+    reply: queue.SimpleQueue = queue.SimpleQueue()
+    remove = token.on_cancel(lambda: reply.put(_CANCELLED))
+    try:
+        inbox.put(("run", fn, args, reply))
+        item = reply.get()
+    finally:
+        remove()
+    if item is _CANCELLED:
+        raise Cancelled(token.reason)
+    if item[0] == "raise":
+        raise item[1]
+    return item[1]
+
+
+def run_coroutine(coro) -> Any:
+    """Run a coroutine to its end from sync code; a cancel of the current run cancels its
+    task (so what it opened is closed, as a request's connection) and raises Cancelled."""
+    import asyncio
+
+    token = _current.get()
+
+    async def main():
+        if token is None:
+            return await coro
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        remove = token.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if token.cancelled:
+                raise Cancelled(token.reason) from None
+            raise
+        finally:
+            remove()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from inside a running loop
+        return pool.submit(contextvars.copy_context().run, asyncio.run, main()).result()

@@ -1,0 +1,175 @@
+"""Tools that take long, one of each kind, for the cancel tests (library, server, CLI, bench).
+
+Each sleeps until an epoch deadline given in its arguments, or until the test releases it
+(a `release` file beside the specs; `SlowHttp.release`), so that a test can cancel a run
+mid-tool and then see a next run complete. Each leaves a mark when it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+HERE = Path(__file__).parent
+DEMO_MCP = HERE / "mcp_servers" / "demo_server.py"
+
+SLOW_COMMAND = '''
+import os, subprocess, sys, time
+until, marks, release = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+child = subprocess.Popen(["sleep", "120"])  # a grandchild: the whole group must go
+with open(marks, "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+while time.time() < until and not os.path.exists(release):
+    time.sleep(0.02)
+child.kill()
+print("slept")
+'''
+
+PY_TOOLS = '''
+import os, time
+
+def ignore(until):
+    """Sleeps, and never looks at the cancel token."""
+    open(MARK, "w").close()
+    while time.time() < until and not os.path.exists(RELEASE):
+        time.sleep(0.02)
+    return "slept"
+'''
+
+
+def write(tmp: Path, http_port: int | None = None) -> Path:
+    """The slow tools' spec file (and what it runs) in `tmp`; returns the spec file."""
+    (tmp / "slow_command.py").write_text(SLOW_COMMAND)
+    (tmp / "slowtools.py").write_text(f"MARK = {str(tmp / 'python.started')!r}\n"
+                                      f"RELEASE = {str(tmp / 'release')!r}\n" + PY_TOOLS)
+    until = [{"name": "until", "type": "number", "description": "epoch seconds"}]
+    specs = [
+        {"name": "slow_command", "parameters": until,
+         "handler": {"command": [sys.executable, str(tmp / "slow_command.py"), "{until}",
+                                 str(tmp / "command.pids"), str(tmp / "release")],
+                     "timeout": 300}},
+        {"name": "slow_python", "parameters": until, "handler": "slowtools:ignore"},
+    ]
+    if http_port is not None:
+        specs.append({"name": "slow_http", "parameters": until, "handler": {"http": {
+            "url": f"http://127.0.0.1:{http_port}/slow", "query": {"until": "{until}"},
+            "timeout": 300}}})
+    path = tmp / "slow_tools.json"
+    path.write_text(json.dumps(specs))
+    return path
+
+
+def mcp_command(tmp: Path) -> list[str]:
+    return [sys.executable, str(DEMO_MCP), "--pid-file", str(tmp / "mcp.pid")]
+
+
+class SlowHttp:
+    """A local API that answers /slow?until=T only at T, and notes when a client hangs up."""
+
+    def __init__(self) -> None:
+        self.hung_up = threading.Event()
+        self.release = threading.Event()
+        self.requests = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                until = float(parse_qs(urlsplit(self.path).query)["until"][0])
+                if self.wait(until):
+                    self.answer(b'"slept"')
+
+            def do_POST(self):  # an OpenAI-compatible endpoint that takes its time
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.wait(time.time() + 600):
+                    self.answer(json.dumps({
+                        "id": "x", "object": "chat.completion", "created": 0, "model": "slow",
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                            "role": "assistant", "content": "{}"}}]}).encode())
+
+            def wait(self, until: float) -> bool:
+                """Until `until` or the release; False when the client hung up first."""
+                outer.requests += 1
+                while time.time() < until and not outer.release.is_set():
+                    readable, _, _ = select.select([self.connection], [], [], 0.05)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        outer.hung_up.set()  # the client closed the connection
+                        return False
+                return True
+
+            def answer(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if alive(child):
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def command_pids(tmp: Path) -> list[int]:
+    return [int(p) for p in (tmp / "command.pids").read_text().split()]
+
+
+def wait_for(predicate, timeout: float = 20.0, every: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return bool(predicate())
+
+
+def gone(pids, timeout: float = 3.0) -> bool:
+    return wait_for(lambda: not any(alive(p) for p in pids), timeout)
+
+
+__all__ = ["SlowHttp", "alive", "command_pids", "descendants", "gone", "mcp_command",
+           "wait_for", "write"]

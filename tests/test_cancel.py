@@ -1,0 +1,293 @@
+"""Cancellation as data: a cancel stops the work in flight, for every tool kind, in the library.
+
+The tools are real: a command with a grandchild, a Python function that ignores the token,
+a slow local HTTP server, the sandboxed code interpreter and an MCP server over stdio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+import slow_tools
+from jsonagent import Agent, CancelToken, Cancelled, RunContext, core_tools, tool
+from jsonagent.cancel import on_caller
+from jsonagent.prompt import note
+from jsonagent.testing import ScriptedModel, step
+
+DONE = step("TaskCompleteTool", {"output": "done"})
+
+
+# -- the token ---------------------------------------------------------------------------------
+
+def test_a_call_returns_its_value_or_raises_its_error():
+    token = CancelToken()
+    assert token.call(lambda a, b=0: a + b, 2, b=3) == 5
+    with pytest.raises(ZeroDivisionError):
+        token.call(lambda: 1 / 0)
+    token.close()
+
+
+def test_a_cancel_ends_the_wait_at_once_whatever_the_work_does():
+    token = CancelToken()
+    threading.Timer(0.2, token.cancel, ["stop now"]).start()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled, match="stop now"):
+        token.call(time.sleep, 30)
+    assert time.monotonic() - t0 < 1.5
+    with pytest.raises(Cancelled):  # a cancelled token runs nothing more
+        token.call(lambda: 1)
+
+
+def test_stoppers_run_once_on_cancel_and_at_once_when_registered_late():
+    token, seen = CancelToken(), []
+    remove = token.on_cancel(lambda: seen.append("a"))
+    token.on_cancel(lambda: seen.append("b"))
+    remove()
+    token.cancel()
+    token.cancel()
+    token.on_cancel(lambda: seen.append("late"))
+    assert seen == ["b", "late"] and token.cancelled
+
+
+def test_asking_the_person_happens_on_the_waiting_thread():
+    token, where = CancelToken(), []
+
+    def ask(question):
+        where.append(threading.current_thread())
+        return question.upper()
+
+    assert token.call(lambda: on_caller(ask, "oslo?")) == "OSLO?"
+    assert where == [threading.current_thread()]
+    token.close()
+
+
+# -- every tool kind, through the library ------------------------------------------------------
+
+@pytest.fixture
+def slow(tmp_path):
+    http = slow_tools.SlowHttp()
+    specs = slow_tools.write(tmp_path, http.port)
+    yield tmp_path, specs, http
+    http.close()
+
+
+def cancel_during_tool(agent: Agent, question: str = "go"):
+    """Run, cancel 0.5 s after the slow tool started; the result and the seconds from the
+    cancel to the run's end."""
+    marks = {}
+
+    def on_event(event):
+        if event.type == "step" and "cancel" not in marks:
+            def cancel():
+                marks["cancel"] = time.monotonic()
+                agent.cancel(event.run_id)
+            marks["timer"] = threading.Timer(0.5, cancel)
+            marks["timer"].start()
+
+    agent.on_event = on_event
+    result = agent.run(question)
+    return result, time.monotonic() - marks["cancel"]
+
+
+def assert_cancelled(result, seconds):
+    assert result.status == "interrupted" and result.error == "cancelled"
+    assert result.steps[-1].observation == {"error": note("cancelled")}
+    assert seconds < 3, seconds
+
+
+def test_a_command_tool_and_its_grandchild_are_killed(slow):
+    tmp, specs, _ = slow
+    until = time.time() + 60
+    agent = Agent(model=ScriptedModel([step("slow_command", {"until": until}), DONE]),
+                  tools=[specs])
+    result, seconds = cancel_during_tool(agent)
+    assert_cancelled(result, seconds)
+    assert slow_tools.gone(slow_tools.command_pids(tmp))
+
+
+def test_a_python_tool_that_ignores_the_token_is_left_behind(slow):
+    _, specs, _ = slow
+    agent = Agent(model=ScriptedModel([step("slow_python", {"until": time.time() + 5}), DONE]),
+                  tools=[specs])
+    assert_cancelled(*cancel_during_tool(agent))
+
+
+def test_a_python_tool_sees_the_token_through_its_context():
+    stopped = threading.Event()
+
+    @tool
+    def polite(ctx: RunContext) -> str:
+        """Works until cancelled."""
+        while not ctx.cancelled:
+            time.sleep(0.01)
+        stopped.set()
+        return "stopped"
+
+    agent = Agent(model=ScriptedModel([step("polite"), DONE]), tools=[polite])
+    assert_cancelled(*cancel_during_tool(agent))
+    assert stopped.wait(2)
+
+
+def test_an_http_request_is_closed(slow):
+    _, specs, http = slow
+    agent = Agent(model=ScriptedModel([step("slow_http", {"until": time.time() + 60}), DONE]),
+                  tools=[specs])
+    assert_cancelled(*cancel_during_tool(agent))
+    assert http.hung_up.wait(3)
+
+
+def test_the_code_interpreter_is_killed_and_the_next_call_says_so():
+    code = "import time\nx = 1\ntime.sleep(60)"
+    model = ScriptedModel([step("CodeInterpreterTool", {"code": "y = 2"}),
+                           step("CodeInterpreterTool", {"code": code}),
+                           step("CodeInterpreterTool", {"code": "print(y)"}), DONE])
+    with Agent(model=model, tools=[core_tools()]) as agent:
+        session = agent.session()
+        marks = {}
+
+        def on_event(event):
+            if event.type == "step" and event.step == 2:
+                marks["sandbox"] = session.ctx.state["sandbox"]
+                threading.Timer(0.5, lambda: (marks.setdefault("t", time.monotonic()),
+                                              agent.cancel(event.run_id))).start()
+
+        agent.on_event = on_event
+        result = session.run("first")
+        assert_cancelled(result, time.monotonic() - marks["t"])
+        worker = marks["sandbox"]._session
+        assert worker is None or worker.proc is None or slow_tools.gone([worker.proc.pid], 1)
+        agent.on_event = None
+        again = session.run("second")  # the session goes on after a cancel
+        session.close()
+    assert again.status == "completed"
+    observation = again.steps[0].observation
+    assert "restarted" in observation["note"] and "NameError" in json.dumps(observation)
+
+
+def test_an_mcp_call_is_cancelled_and_the_server_stays_up(tmp_path):
+    from jsonagent.tools.mcp import MCPServer
+
+    server = MCPServer(slow_tools.mcp_command(tmp_path), call_timeout=120)
+    model = ScriptedModel([step("sleep", {"seconds": 60}),
+                           step("echo", {"text": "still here"}), DONE])
+    with Agent(model=model, tools=[server]) as agent:
+        assert_cancelled(*cancel_during_tool(agent))
+        assert slow_tools.wait_for(lambda: (tmp_path / "mcp.pid.cancelled").exists(), 3)
+        pid = int((tmp_path / "mcp.pid").read_text())
+        assert slow_tools.alive(pid)
+        again = agent.run("again")
+        assert again.status == "completed" and again.steps[0].observation == {"result": "still here"}
+
+
+def test_a_model_call_in_flight_is_abandoned():
+    release = threading.Event()
+
+    def slow_reply(messages, fmt):
+        release.wait(30)
+        return DONE
+
+    agent = Agent(model=ScriptedModel(slow_reply), tools=[])
+    threading.Timer(0.5, agent.cancel).start()
+    t0 = time.monotonic()
+    result = agent.run("think hard")
+    release.set()
+    assert result.status == "interrupted" and time.monotonic() - t0 < 3
+    assert result.steps == []
+
+
+def test_an_endpoint_request_in_flight_is_closed(slow):
+    from jsonagent.models.openai import OpenAIModel
+
+    _, _, http = slow
+    model = OpenAIModel("slow", base_url=f"http://127.0.0.1:{http.port}/v1", api_key="k",
+                        max_retries=0)
+    agent = Agent(model=model, tools=[])
+    threading.Thread(target=lambda: slow_tools.wait_for(lambda: http.requests > 0, 10)
+                     and (time.sleep(0.3), agent.cancel())).start()
+    t0 = time.monotonic()
+    result = agent.run("think hard")
+    assert result.status == "interrupted" and time.monotonic() - t0 < 5
+    assert http.hung_up.wait(3)  # the endpoint saw the connection close, and can stop
+    model.close()
+
+
+def test_a_cancel_before_the_first_step_stops_the_run_there():
+    agent = Agent(model=ScriptedModel([DONE]), tools=[])
+    session = agent.session()
+    session.cancel()
+    result = session.run("never")
+    assert result.status == "interrupted" and result.stats.model_calls == 0
+    assert session.run("now").status == "completed"  # the next run starts uncancelled
+
+
+def test_cancel_knows_only_runs_in_progress():
+    agent = Agent(model=ScriptedModel([DONE]), tools=[])
+    result = agent.run("q")
+    assert agent.cancel(result.run_id) is False and agent.cancel() is False
+
+
+def test_asyncio_wait_for_cancels_the_run_and_leaves_nothing_behind(slow):
+    tmp, specs, _ = slow
+    agent = Agent(model=ScriptedModel([step("slow_command", {"until": time.time() + 60}),
+                                       DONE]), tools=[specs])
+    before = set(threading.enumerate())
+    t0 = time.monotonic()
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(agent.arun("go"), 2))
+    assert time.monotonic() - t0 < 5
+    assert slow_tools.gone(slow_tools.command_pids(tmp), 0)
+    assert slow_tools.wait_for(lambda: set(threading.enumerate()) <= before, 2), \
+        set(threading.enumerate()) - before
+
+
+def test_task_cancel_of_arun_ends_it_interrupted(slow):
+    tmp, specs, _ = slow
+    agent = Agent(model=ScriptedModel([step("slow_command", {"until": time.time() + 60}),
+                                       DONE]), tools=[specs])
+
+    async def go():
+        task = asyncio.ensure_future(agent.arun("go"))
+        while not (tmp / "command.pids").exists():
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert slow_tools.gone(slow_tools.command_pids(tmp), 0)
+    assert agent.last_state.status == "interrupted"
+
+
+# -- the CLI's Ctrl-C takes the same path ------------------------------------------------------
+
+def test_ctrl_c_in_the_cli_during_a_command_exits_130_and_leaves_no_process(slow):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    tmp, specs, _ = slow
+    script = tmp / "script.json"
+    script.write_text(json.dumps([step("slow_command", {"until": time.time() + 60}), DONE]))
+    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", "run", "go", "--no-store",
+                             "--tools", str(specs), "--model", f"scripted:{script}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp, env={**os.environ, "JSONAGENT_HOME": str(tmp / "home")})
+    try:
+        assert slow_tools.wait_for(lambda: (tmp / "command.pids").exists(), 30)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        seconds = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert seconds < 3 and "Traceback" not in err
+    assert slow_tools.gone(slow_tools.command_pids(tmp), 0)

@@ -444,3 +444,41 @@ def test_refuses_a_public_host_without_a_token(tmp_path):
                          timeout=60, env={k: v for k, v in os.environ.items()
                                           if k != "JSONAGENT_SERVER_TOKEN"})
     assert out.returncode == 2 and "--token" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_tokenless_server_serves_only_loopback_hosts_and_its_own_page(serve):
+    """DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and calls the
+    server with `Host: evil.example:PORT`; without a token, that must not drive it."""
+    server = serve([DONE], "--allowed-host", "agent.internal")
+    port = server.port
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+            r = c.post("/v1/runs", json={"input": "x"},
+                       headers={"Host": host, "Origin": "http://evil.example"})
+            assert r.status_code == 403 and "not this server's" in r.json()["error"], r.text
+            assert c.get("/v1/runs", headers={"Host": host}).status_code == 403
+            assert c.get("/", headers={"Host": host}).status_code == 403
+        # a loopback Host with a foreign page as its Origin changes nothing
+        for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null"):
+            r = c.post("/v1/runs", json={"input": "x"}, headers={"Origin": origin})
+            assert r.status_code == 403 and "refused" in r.json()["error"], r.text
+        assert c.get("/v1/runs", headers={"Origin": "http://evil.example"}).status_code == 200
+        # what is allowed: every loopback name, the server's own page, and --allowed-host
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}",
+                     f"agent.internal:{port}"):
+            assert c.get("/v1/runs", headers={"Host": host}).status_code == 200, host
+        r = c.post("/v1/runs", json={"input": "x"},
+                   headers={"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})
+        assert r.status_code == 201, r.text
+        r = c.post("/v1/runs", json={"input": "x"},
+                   headers={"Host": f"agent.internal:{port}",
+                            "Origin": "https://agent.internal"})
+        assert r.status_code == 201, r.text
+
+
+def test_with_a_token_any_host_is_served(serve):
+    server = serve([DONE], token="s3cret")
+    with server.client as c:
+        r = c.post("/v1/runs", json={"input": "x"},
+                   headers={"Host": "agent.example.com", "Origin": "https://agent.example.com"})
+        assert r.status_code == 201, r.text

@@ -27,6 +27,10 @@ def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Addr
           expire_after: Annotated[float, typer.Option(
               "--expire-after", min=1, metavar="SECONDS",
               help="A run waiting this long for a person becomes expired.")] = 86400.0,
+          allowed_host: Annotated[Optional[list[str]], typer.Option(
+              "--allowed-host", metavar="NAME",
+              help="A Host name to answer without a token, besides 127.0.0.1, localhost "
+                   "and [::1] (repeatable).")] = None,
           *, opts: RunOptions):
     """Serve the agent: REST under /v1, A2A, and a web page at /.
 
@@ -49,7 +53,8 @@ def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Addr
     store = open_store(default_path())
     opts.build_agent()  # bad options fail here, before the port is taken
     runner = Runner(lambda: opts.build_agent(store=store), store, workers, expire_after)
-    app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}")
+    app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}",
+                     allowed_hosts=tuple(allowed_host or ()))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=5, lifespan="on")
     typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "

@@ -12,6 +12,7 @@ import secrets
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -91,8 +92,9 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
 
 
 def create_app(runner: Runner, token: str | None = None, base_url: str = "http://127.0.0.1:8321",
-               max_body: int = MAX_BODY) -> FastAPI:
-    """`base_url` is where clients reach this server (the A2A agent card names it)."""
+               max_body: int = MAX_BODY, allowed_hosts: tuple[str, ...] = ()) -> FastAPI:
+    """`base_url` is where clients reach this server (the A2A agent card names it);
+    `allowed_hosts` are Host names a tokenless server answers besides the loopback ones."""
     store = runner.store
 
     @asynccontextmanager
@@ -242,7 +244,7 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
     from .a2a import mount
 
     mount(app, runner, base_url)
-    app.add_middleware(Guard, token=token, max_body=max_body)
+    app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts)
     return app
 
 
@@ -254,18 +256,32 @@ def _asset(name: str) -> bytes:
     return resources.files("jsonagent.server").joinpath("page", name).read_bytes()
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
 class Guard:
     """Bearer token on every route but the page and the probe, and a cap on body size
-    (counted as the body arrives, whatever Content-Length says)."""
+    (counted as the body arrives, whatever Content-Length says).
 
-    def __init__(self, app: Any, token: str | None, max_body: int):
+    Without a token, only a loopback Host (or an `allowed_hosts` name) is served, and a
+    request that changes something must not come from a foreign page (Origin): a web page
+    could otherwise reach a server on 127.0.0.1 by DNS rebinding and drive it."""
+
+    def __init__(self, app: Any, token: str | None, max_body: int,
+                 allowed_hosts: tuple[str, ...] = ()):
         self.app, self.token, self.max_body = app, token, max_body
+        self.hosts = {*LOOPBACK_NAMES, *(h.lower() for h in allowed_hosts)}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
         headers = dict(scope["headers"])
+        if not self.token:
+            refused = self._foreign(headers, scope["method"])
+            if refused:
+                return await _send(send, 403, refused)
         if self.token and not (path in OPEN_PATHS[:2] or path.startswith(OPEN_PATHS[2])):
             given = headers.get(b"authorization", b"").decode("latin-1")
             if not secrets.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
@@ -302,6 +318,32 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+    def _foreign(self, headers: dict, method: str) -> str | None:
+        """Why a tokenless server refuses this request, or None."""
+        host = headers.get(b"host", b"").decode("latin-1").strip()
+        if _hostname(host) not in self.hosts:
+            return (f"Host {host or '(none)'} is not this server's: without a token, only "
+                    "127.0.0.1, localhost and [::1] are served (add names with "
+                    "--allowed-host, or set --token)")
+        origin = headers.get(b"origin")
+        if origin is None or method not in UNSAFE_METHODS:
+            return None
+        origin = origin.decode("latin-1").strip()
+        parts = urlsplit(origin)
+        same = parts.netloc.lower() == host.lower()
+        if not same and (parts.hostname or "").lower() not in self.hosts - set(LOOPBACK_NAMES):
+            return (f"requests from the page at {origin} are refused: without a token, only "
+                    "this server's own page may change anything (or set --token)")
+        return None
+
+
+def _hostname(host: str) -> str:
+    """The name in a Host header, without its port; IPv6 without its brackets."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0].lower()
+    return host.rsplit(":", 1)[0].lower() if host.count(":") == 1 else host.lower()
 
 
 async def _send(send, status: int, message: str, headers: list | None = None) -> None:

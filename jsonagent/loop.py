@@ -26,6 +26,7 @@ from .models import Model, ModelReply
 from .prompt import PromptStyle, note
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
+from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 from .tools.toolset import Toolset
@@ -72,19 +73,19 @@ class Loop:
         except Cancelled:
             yield from self._interrupted(self.cancel.reason or "cancelled", "cancelled")
         except JsonAgentError as exc:
-            yield self._end("failed", error=str(exc))
+            yield self._end(FAILED, error=str(exc))
         except Exception as exc:  # a bug: record the end, then let it surface
-            yield self._end("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            yield self._end(FAILED, error=f"internal error: {type(exc).__name__}: {exc}")
             raise
 
     def _steps(self) -> Generator:
         s = self.s
-        while s.status == "running":
+        while s.status == RUNNING:
             if s.in_flight:  # resumed after a crash or an approval: run its tool now
                 yield from self._act(s.steps[-1])
                 continue
             if len(s.steps) >= self.config.max_steps:
-                yield self._end("max_steps", error=f"stopped after {self.config.max_steps} steps "
+                yield self._end(MAX_STEPS, error=f"stopped after {self.config.max_steps} steps "
                                 "without calling " + self.toolset.final.name)
                 return
             self.cancel.check()
@@ -92,7 +93,7 @@ class Loop:
             index = len(s.steps) + 1
             parsed = yield from self._next_step(index)
             if isinstance(parsed, ReplyProblem):
-                yield self._end("failed", error=f"no valid reply after "
+                yield self._end(FAILED, error=f"no valid reply after "
                                 f"{self.config.max_reasks + 1} tries: {parsed.message}")
                 return
             step = parsed.step
@@ -181,7 +182,7 @@ class Loop:
         if tool.final:
             answer = self._answer(record)
             if answer is not None:
-                yield self._end("completed", answer=answer[0])
+                yield self._end(COMPLETED, answer=answer[0])
             else:
                 yield self._record(record)
             return
@@ -223,7 +224,7 @@ class Loop:
                               final=self.toolset.final.name))
         yield self._record(record, " ".join(filter(None, notes)) or None)
         if verdict is not None and verdict.action == "stop":
-            yield self._end("stalled", error=f"the model repeated itself (the same {verdict.kind} "
+            yield self._end(STALLED, error=f"the model repeated itself (the same {verdict.kind} "
                             f"{verdict.count} times): {record.tool} "
                             f"{json.dumps(record.args, ensure_ascii=False)}",
                             repeated={"tool": record.tool, "args": record.args})
@@ -289,7 +290,7 @@ class Loop:
     def _resume(self, resume: Resume) -> Generator:
         s = self.s
         restarted = note("restarted") if s.code_used and "sandbox" not in self.ctx.state else None
-        pending, s.pending, s.status = s.pending, None, "running"
+        pending, s.pending, s.status = s.pending, None, RUNNING
         yield self._event(ev.RunResumed(answer=resume.answer, approved=resume.approved,
                                         reason=resume.reason, note=restarted))
         if pending is None:  # an interrupted run goes on
@@ -311,15 +312,15 @@ class Loop:
         stays whole and the session can go on."""
         self.cancel.cancel(why)  # stops whatever the run still has going
         s = self.s
-        if s.in_flight and s.status == "running":
+        if s.in_flight and s.status == RUNNING:
             record = s.steps[-1]
             record.observation, record.error = {"error": note(note_key)}, True
             yield self._record(record)
-        yield self._end("interrupted", error=why)
+        yield self._end(INTERRUPTED, error=why)
 
     def _pause(self, pending: Pending) -> ev.RunEnd:
         self.s.pending = pending
-        return self._end("needs_human")
+        return self._end(NEEDS_HUMAN)
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,
              repeated: dict | None = None) -> ev.RunEnd:
@@ -334,8 +335,8 @@ class Loop:
         try:
             self.hooks.call("on_end", s, result)
         except JsonAgentError as exc:
-            s.status, s.error, s.pending = "failed", str(exc), None
-            result = result.model_copy(update={"status": "failed", "error": str(exc), "pending": None})
+            s.status, s.error, s.pending = FAILED, str(exc), None
+            result = result.model_copy(update={"status": FAILED, "error": str(exc), "pending": None})
         return self._event(ev.RunEnd(status=s.status, answer=s.answer, error=s.error,
                                      pending=s.pending, usage=usage,
                                      stats=stats.model_dump(), result=result))

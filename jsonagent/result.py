@@ -7,7 +7,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from .models import Usage
-from .state import Pending, Stats, Status, StepRecord
+from .state import Pending, Stats, StepRecord
+from .status import COMPLETED
+from .status import Result as Status
 
 __all__ = ["RunResult", "Stats", "Status", "StepRecord"]
 
@@ -32,7 +34,7 @@ class RunResult(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status == "completed"
+        return self.status == COMPLETED
 
     @property
     def pending_question(self) -> str | None:

@@ -19,6 +19,7 @@ from .loop import Loop, Resume
 from .prompt import note
 from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
+from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING
 from .store import SessionBusy
 
 if TYPE_CHECKING:
@@ -62,14 +63,14 @@ class Session:
     def pending(self):
         """What the conversation's last run waits for, if anything."""
         last = self.store.last_run(self.id) if self.store is not None else self.last
-        return last.pending if last is not None and last.status == "needs_human" else None
+        return last.pending if last is not None and last.status == NEEDS_HUMAN else None
 
     # -- running ------------------------------------------------------------------------------
 
     def run(self, text: str) -> RunResult:
         """A new message; when the last run waits for an answer to a question, the answer."""
         last = self.store.last_run(self.id) if self.store is not None else self.last
-        if last is not None and last.status == "needs_human":
+        if last is not None and last.status == NEEDS_HUMAN:
             if last.pending.kind == "question":
                 return self.resume(answer=text, run=last.run_id)
             raise ConfigError(f"run {last.run_id} waits for an approval of "
@@ -83,7 +84,7 @@ class Session:
 
         if self.store is not None:
             state = self.store.start_run(self.id, build, self.agent.busy_wait_s)
-        elif self.last is not None and self.last.status == "needs_human":
+        elif self.last is not None and self.last.status == NEEDS_HUMAN:
             raise SessionBusy(f"this session's run {self.last.run_id} waits for a person: "
                               "resume it first")
         else:
@@ -114,7 +115,7 @@ class Session:
         if self.store is not None:
             state = self.store.claim_run(state.run_id, self.agent.busy_wait_s)
         if state.seq == 0:  # a queued run, or one that died before its first event: start it
-            state.status = "running"
+            state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
 
     def enqueue(self, text: str, **config: Any) -> RunState:
@@ -199,7 +200,7 @@ def _closed(last: RunState) -> list[Message]:
     """The history after `last`: a run that stopped while a tool ran (a crash, a failure)
     ends on a call without a result; close it, so the model never sees one."""
     history = last.messages[1:]
-    if last.status != "completed" and last.pending is None and history \
+    if last.status != COMPLETED and last.pending is None and history \
             and history[-1].role == "assistant":
         tool = json.loads(history[-1].content).get("tool_name", "")
         body = {"tool_name": tool, "response": {"error": note("interrupted")}}
@@ -210,7 +211,7 @@ def _closed(last: RunState) -> list[Message]:
 def _check_input(state: RunState, answer: str | None, approve: bool | None) -> None:
     """Refuse a resume that does not fit what the run waits for, before touching the run."""
     pending = state.pending
-    if state.status not in ("needs_human", "interrupted", "running", "queued"):
+    if state.status not in RESUMABLE:
         raise ConfigError(f"run {state.run_id} has ended ({state.status}); nothing to resume")
     if pending is None:
         if answer is not None or approve is not None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .models import Usage
+from .status import RUNNING
 
 Role = Literal["system", "user", "assistant", "observation"]
 STATE_VERSION = 1
@@ -54,7 +55,6 @@ class MemoryState(BaseModel):
     (0 until the first reply)."""
 
 
-Status = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -107,7 +107,7 @@ class RunState(BaseModel):
     run_id: str
     session_id: str
     question: str
-    status: str = "running"
+    status: str = RUNNING
     """running, or a RunResult status once it stopped (needs_human pauses it)."""
     messages: list[Message]
     steps: list[StepRecord] = []

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from .. import events as ev
 from ..result import RunResult
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..store import resume_command
 
 _SHOW = 600  # characters of an observation worth showing live
@@ -192,20 +193,20 @@ class Display:
 
     def result(self, result: RunResult) -> None:
         self._stop()
-        if result.status == "completed":
+        if result.status == COMPLETED:
             answer = result.answer
             if not isinstance(answer, str):
                 answer = json.dumps(ev.jsonable(answer), indent=2, ensure_ascii=False)
             sys.stdout.write(answer + "\n")
             sys.stdout.flush()
-        elif result.status == "needs_human":
+        elif result.status == NEEDS_HUMAN:
             p = result.pending
             what = (f"approval of {p.tool} {_brief(p.args)}" if p.kind == "approval"
                     else f"an answer: {p.question}")
             self.err.print(f"[magenta]paused, waiting for {escape(what)}[/]")
             if self.stored:
                 self.err.print(f"resume with: {escape(resume_command(result.run_id, p.model_dump()))}")
-        elif result.status == "interrupted":
+        elif result.status == INTERRUPTED:
             self.err.print("[yellow]interrupted[/]" + (
                 f" [dim](go on with: jsonagent resume {result.run_id})[/]" if self.stored else ""))
         else:

@@ -8,9 +8,9 @@ import os
 import typer
 
 from ..errors import JsonAgentError, UserError
+from ..status import INTERRUPTED, RESULTS, exit_code
 
-EXIT = {"completed": 0, "failed": 1, "max_steps": 3, "needs_human": 4, "stalled": 5,
-        "interrupted": 130}
+EXIT = {status: exit_code(status) for status in RESULTS}
 USAGE = 2
 
 debug = {"on": bool(os.environ.get("JSONAGENT_DEBUG"))}
@@ -25,7 +25,7 @@ def guarded(fn):
         except typer.Exit:
             raise
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            fail("interrupted", EXIT[INTERRUPTED])
         except JsonAgentError as exc:
             if debug["on"]:
                 raise

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from .exits import fail, guarded
 from .options import OutputChoice
 
@@ -77,12 +78,12 @@ def show(name: NameArg, output: OutputOpt = OutputChoice.text):
         typer.echo(f"  you: {r.question}")
         for step in st.steps:
             typer.echo(f"  {step.index}. {step.tool} {json.dumps(step.args, ensure_ascii=False)[:100]}")
-        if r.status == "completed":
+        if r.status == COMPLETED:
             answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
             typer.echo(f"  answer: {answer}")
-        elif r.status == "needs_human" and st.pending:
+        elif r.status == NEEDS_HUMAN and st.pending:
             typer.echo(f"  waits: {resume_command(r.id, st.pending.model_dump())}")
-        elif r.status == "interrupted":
+        elif r.status == INTERRUPTED:
             typer.echo(f"  go on: jsonagent resume {r.id}")
         elif st.error:
             typer.echo(f"  error: {st.error}")

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
+from ..status import NEEDS_HUMAN
 from .exits import EXIT, USAGE, fail, guarded
 from .options import OutputChoice, interactive, json_arg
 
@@ -138,7 +139,7 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
             except ToolError as exc:
                 fail(f"{name}: {exc}", 1)
         if isinstance(out, Pending):
-            fail(f"needs a human to answer: {out.question}", EXIT["needs_human"])
+            fail(f"needs a human to answer: {out.question}", EXIT[NEEDS_HUMAN])
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
 
 

@@ -20,6 +20,7 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..store import SessionBusy
 from .runner import Conflict, Unknown
 
@@ -81,7 +82,7 @@ class RunExecutor(AgentExecutor):
 
     def _waiting_run(self, session: str) -> str | None:
         info = self.runner.store.find_session(session)
-        return info.last_run if info is not None and info.last_status == "needs_human" else None
+        return info.last_run if info is not None and info.last_status == NEEDS_HUMAN else None
 
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
         """Map the run's events onto the task until it ends or waits for a person."""
@@ -103,15 +104,15 @@ class RunExecutor(AgentExecutor):
             return updater.new_agent_message([new_text_part(text)])
 
         status = event["status"]
-        if status == "completed":
+        if status == COMPLETED:
             answer = event["answer"]
             await updater.complete(say(answer if isinstance(answer, str) else json.dumps(answer)))
-        elif status == "needs_human":
+        elif status == NEEDS_HUMAN:
             info = await asyncio.to_thread(self.runner.get, run_id)
             pending = info.state.pending
             asked = pending.question if pending.kind == "question" else None
             await updater.requires_input(say(asked or approval_question(pending)))
-        elif status == "interrupted":
+        elif status == INTERRUPTED:
             await updater.cancel(say(event.get("error") or "cancelled"))
         else:  # max_steps, stalled, failed, expired
             await updater.failed(say(f"{status}: {event.get('error') or ''}".rstrip(": ")))

@@ -20,21 +20,20 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .. import status as status_table
+from ..status import (INTERRUPTED, NEEDS_HUMAN, RESULTS, RUNNING, SERVER_FINAL,
+                      SERVER_STATUSES, server_status)
 from ..store import SessionBusy
-from .runner import FINAL, Conflict, Runner, Unknown, public_status
+from .runner import Conflict, Runner, Unknown, public_status
 
 MAX_BODY = 1 << 20
 """Bytes a request body may hold."""
 OPEN_PATHS = ("/", "/healthz", "/page/")
 """What answers without the token: the static page (it asks for the token) and the probe."""
-STATUSES = ("queued", "in_progress", "requires_action", "completed", "incomplete", "failed",
-            "cancelled", "expired")
-STORED = {"queued": ("queued",), "in_progress": ("running", "interrupted"),
-          "requires_action": ("needs_human",), "completed": ("completed",),
-          "incomplete": ("max_steps", "stalled"), "failed": ("failed",),
-          "cancelled": ("interrupted",), "expired": ("expired",)}
-"""The store's statuses behind each of the server's."""
-RESULT_STATUSES = {"completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"}
+STATUSES = SERVER_STATUSES
+STORED = {**status_table.STORED, "in_progress": (RUNNING, INTERRUPTED)}
+"""The store's statuses behind each of the server's: a server's run whose process died is
+stored as running, and shown in_progress, since a restarted server takes it over."""
 
 
 class RunIn(BaseModel):
@@ -75,9 +74,9 @@ def run_view(info: Any) -> dict[str, Any]:
                    "observation": s.observation, "error": s.error,
                    "seconds": round(s.model_s + s.tool_s, 4)} for s in state.steps],
         "answer": state.answer, "error": state.error, "usage": state.usage.model_dump(),
-        "result_status": state.status if state.status in RESULT_STATUSES else None,
+        "result_status": state.status if state.status in RESULTS else None,
         "required_action": state.pending.model_dump()
-        if status == "requires_action" and state.pending else None,
+        if status == server_status(NEEDS_HUMAN) and state.pending else None,
     }
 
 
@@ -160,7 +159,7 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
             session_id = found.id
         if status is None:
             infos = store.runs(session_id, limit=limit + 1, offset=offset)
-        elif not {"running", "interrupted"} & set(STORED[status]):  # the store pages it
+        elif not {RUNNING, INTERRUPTED} & set(STORED[status]):  # the store pages it
             infos = store.runs(session_id, STORED[status], limit=limit + 1, offset=offset)
         else:  # whether a run was orphaned decides between in_progress and cancelled
             infos = [i for i in store.runs(session_id, STORED[status], limit=10 ** 9)
@@ -206,11 +205,11 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
                 after = event["seq"]
                 yield {"id": str(event["seq"]), "event": event["type"],
                        "data": json.dumps(event, ensure_ascii=False)}
-                if event["type"] == "run_end" and event["status"] != "needs_human":
+                if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
                     return
             if not batch:
                 info = await asyncio.to_thread(runner.get, run_id)
-                if public_status(info) in FINAL and not \
+                if public_status(info) in SERVER_FINAL and not \
                         await asyncio.to_thread(store.events, run_id, None, after):
                     return
                 if await request.is_disconnected():

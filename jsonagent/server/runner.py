@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
 from ..session import Session
+from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
+                      server_status)
 from ..store import SessionBusy
 
 if TYPE_CHECKING:
@@ -26,7 +28,6 @@ log = logging.getLogger("jsonagent.server")
 # Events after which a stopping server may let go of a run: its state is checkpointed there,
 # so the next start resumes it from that point.
 SAFE_STOPS = {"run_start", "run_resumed", "tool_result"}
-FINAL = {"completed", "incomplete", "failed", "cancelled", "expired"}
 
 
 class Conflict(Exception):
@@ -38,11 +39,10 @@ class Unknown(Exception):
 
 
 def public_status(info: RunInfo) -> str:
-    """The server's status of a stored run (see DESIGN.md, the statuses table)."""
+    """The server's status of a stored run (the table in status.py)."""
     if info.orphaned:  # its process died: a server's run is taken over at the next start
-        return "in_progress" if info.served else "cancelled"
-    return {"running": "in_progress", "needs_human": "requires_action", "max_steps": "incomplete",
-            "stalled": "incomplete", "interrupted": "cancelled"}.get(info.status, info.status)
+        return server_status(RUNNING if info.served else INTERRUPTED)
+    return server_status(info.status)
 
 
 class Runner:
@@ -64,9 +64,9 @@ class Runner:
         """Take over this store's server runs: those that were running first, then the
         queued ones, oldest first. Waiting runs keep waiting."""
         every = 10 ** 9
-        orphans = [i for i in self.store.runs(status="interrupted", served=True, limit=every)
+        orphans = [i for i in self.store.runs(status=INTERRUPTED, served=True, limit=every)
                    if i.orphaned]
-        queued = self.store.runs(status="queued", served=True, limit=every)
+        queued = self.store.runs(status=QUEUED, served=True, limit=every)
         for info in [*reversed(orphans), *reversed(queued)]:
             self.queue.put(info.id)
         for n in range(self.workers):
@@ -106,7 +106,7 @@ class Runner:
                 reason: str | None = None) -> None:
         """A person's decision on a waiting run; each is taken once."""
         info = self.get(run_id)
-        pending = info.state.pending if info.status == "needs_human" else None
+        pending = info.state.pending if info.status == NEEDS_HUMAN else None
         if pending is None:
             raise Conflict(f"run {run_id} is {public_status(info)}; it waits for nothing")
         if pending.kind == "question" and answer is None:
@@ -124,20 +124,20 @@ class Runner:
         """Stop a run: at once when no worker has it; else its worker's loop stops waiting
         at once and the model or tool call in flight is stopped (see cancel.py)."""
         info = self.get(run_id)
-        if public_status(info) in FINAL:
+        if public_status(info) in SERVER_FINAL:
             raise Conflict(f"run {run_id} has ended ({public_status(info)})")
         with self._lock:  # a worker registers a run under this lock before it claims it
             active = self._active.get(run_id)
             if active is None:
-                idle = ("queued", "needs_human")
-                if self.store.end_run(run_id, "interrupted", "cancelled", idle):
+                idle = (QUEUED, NEEDS_HUMAN)
+                if self.store.end_run(run_id, INTERRUPTED, "cancelled", idle):
                     return
                 if self.get(run_id).orphaned:
-                    self.store.end_run(run_id, "interrupted", "cancelled", ("running",))
+                    self.store.end_run(run_id, INTERRUPTED, "cancelled", (RUNNING,))
                     return
                 raise Conflict(f"run {run_id} is running in another process; stop it there")
         active.cancel()
-        self.store.end_run(run_id, "interrupted", "cancelled", ("needs_human",))  # paused just now
+        self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,))  # paused just now
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ class Runner:
             if run_id in self._active:
                 return  # queued twice (a decision and a restart): one worker is enough
             info = self.store.load_run(run_id)
-            if not (info.status == "queued" or info.orphaned):
+            if not (info.status == QUEUED or info.orphaned):
                 return  # cancelled or expired while it waited in the queue
             session = Session(agent, info.session_id, self.store)
             self._active[run_id] = session
@@ -186,9 +186,9 @@ class Runner:
         while not self.stopping.wait(tick):
             cutoff = time.time() - self.expire_after
             try:
-                for info in self.store.runs(status="needs_human", served=True, limit=10 ** 9):
+                for info in self.store.runs(status=NEEDS_HUMAN, served=True, limit=10 ** 9):
                     if info.updated_at < cutoff:
-                        self.store.end_run(info.id, "expired", "no answer within "
-                                           f"{self.expire_after:g} s", ("needs_human",))
+                        self.store.end_run(info.id, EXPIRED, "no answer within "
+                                           f"{self.expire_after:g} s", (NEEDS_HUMAN,))
             except Exception:
                 log.exception("expiring waiting runs failed")

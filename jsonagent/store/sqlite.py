@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import ConfigError
 from ..state import RunState
+from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
 from . import Owner, RunInfo, SessionBusy, SessionInfo, resume_command
 
 MIGRATIONS_TABLE = "_jsonagent_migrations"
@@ -74,7 +75,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_s
 # step's model reply waits for its tool's result (one transaction a step); after a crash in
 # between, the run does that step again, model call included.
 CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
-ACTIVE = ("running", "needs_human")
 
 
 class SQLiteStore:
@@ -176,7 +176,7 @@ class SQLiteStore:
             for run_id, status, owner, beat in db.execute(
                     "SELECT id, status, owner, heartbeat_at FROM runs WHERE session_id = ?",
                     (session_id,)).fetchall():
-                if status == "running" and _owner(owner).alive(beat):
+                if status == RUNNING and _owner(owner).alive(beat):
                     raise SessionBusy(f"run {run_id} of this session is running; stop it first")
             db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
@@ -189,11 +189,11 @@ class SQLiteStore:
                               "WHERE session_id = ? ORDER BY created_at DESC, rowid DESC",
                               (session_id,)).fetchall()
             for run_id, status, owner, beat, _ in rows:
-                if status == "running":
+                if status == RUNNING:
                     self._check_gone(db, run_id, owner, beat)
-                elif status == "queued":
+                elif status == QUEUED:
                     raise SessionBusy(f"this session's run {run_id} is queued; wait for it")
-                elif status == "needs_human":
+                elif status == NEEDS_HUMAN:
                     raise SessionBusy(f"this session's run {run_id} waits for "
                                       f"{_waits_for(rows, run_id)}: answer it with "
                                       f"`{resume_command(run_id, _pending(rows, run_id))}`")
@@ -201,7 +201,7 @@ class SQLiteStore:
             state = build(last)
             now = time.time()
             db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                       (state.run_id, session_id, "queued" if queued else state.status,
+                       (state.run_id, session_id, QUEUED if queued else state.status,
                         state.question, now, now, json.dumps(self.me.__dict__), now,
                         state.model_dump_json(), int(queued)))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
@@ -216,9 +216,9 @@ class SQLiteStore:
             if row is None:
                 raise ConfigError(f"no run {run_id} in {self.path}")
             session_id, status, owner, beat, text = row
-            if status == "running":
+            if status == RUNNING:
                 self._check_gone(db, run_id, owner, beat)
-            elif status not in ("needs_human", "interrupted", "queued"):
+            elif status not in RESUMABLE:
                 raise ConfigError(f"run {run_id} has ended ({status}); there is nothing to resume")
             newer = db.execute("SELECT id FROM runs WHERE session_id = ? AND created_at > "
                                "(SELECT created_at FROM runs WHERE id = ?) LIMIT 1",
@@ -226,11 +226,11 @@ class SQLiteStore:
             if newer:
                 raise ConfigError(f"run {run_id} is not its session's last run ({newer[0]} came "
                                   "after it); resuming it would fork the conversation")
-            db.execute("UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ? WHERE id = ?",
-                       (json.dumps(self.me.__dict__), time.time(), run_id))
+            db.execute("UPDATE runs SET status = ?, owner = ?, heartbeat_at = ? WHERE id = ?",
+                       (RUNNING, json.dumps(self.me.__dict__), time.time(), run_id))
             state = RunState.model_validate_json(text)
-            if status != "queued":  # a queued run starts, or resumes with its decision
-                state.status = status if status != "running" else "interrupted"
+            if status != QUEUED:  # a queued run starts, or resumes with its decision
+                state.status = status if status != RUNNING else INTERRUPTED
             return state
 
         return self._retry(claim, wait_s)
@@ -291,7 +291,7 @@ class SQLiteStore:
         if session_id:
             where.append("r.session_id = ?")
             args.append(session_id)
-        if wanted and "interrupted" not in wanted:
+        if wanted and INTERRUPTED not in wanted:
             where.append(f"r.status IN ({', '.join('?' * len(wanted))})")
             args.extend(wanted)
         if served is not None:
@@ -300,7 +300,7 @@ class SQLiteStore:
         sql = ("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY r.created_at DESC, r.rowid DESC")
-        if not wanted or "interrupted" not in wanted:
+        if not wanted or INTERRUPTED not in wanted:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
             return [self._info(r) for r in self._read(sql, tuple(args))]
         infos = [i for i in map(self._info, self._read(sql, tuple(args))) if i.status in wanted]
@@ -338,8 +338,8 @@ class SQLiteStore:
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
         status = orphaned = row["status"]
-        if status == "running" and not _owner(row["owner"]).alive(row["heartbeat_at"]):
-            status = "interrupted"
+        if status == RUNNING and not _owner(row["owner"]).alive(row["heartbeat_at"]):
+            status = INTERRUPTED
         state = RunState.model_validate_json(row["state"])
         state.status = status
         return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],

@@ -1,0 +1,80 @@
+"""The run statuses, spelled once, and every mapping derived from them.
+
+| status (`RunResult`, the store) | server     | A2A task state | exit code |
+| ------------------------------- | ---------- | -------------- | --------- |
+| queued                          | queued          | SUBMITTED      | –   |
+| running                         | in_progress     | WORKING        | –   |
+| needs_human                     | requires_action | INPUT_REQUIRED | 4   |
+| completed                       | completed       | COMPLETED      | 0   |
+| max_steps                       | incomplete      | FAILED         | 3   |
+| stalled                         | incomplete      | FAILED         | 5   |
+| failed                          | failed          | FAILED         | 1   |
+| interrupted                     | cancelled       | CANCELED       | 130 |
+| expired                         | expired         | FAILED         | –   |
+
+A run whose process died while `running` is shown `interrupted` (`in_progress` on the server
+that owns it, which takes it over). New statuses are added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Status = Literal["queued", "running", "needs_human", "completed", "max_steps", "stalled",
+                 "failed", "interrupted", "expired"]
+Result = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
+"""What a run's iterator can end on (`RunResult.status`)."""
+
+QUEUED: Status = "queued"
+RUNNING: Status = "running"
+NEEDS_HUMAN: Status = "needs_human"
+COMPLETED: Status = "completed"
+MAX_STEPS: Status = "max_steps"
+STALLED: Status = "stalled"
+FAILED: Status = "failed"
+INTERRUPTED: Status = "interrupted"
+EXPIRED: Status = "expired"
+
+
+class Row(NamedTuple):
+    server: str
+    a2a: str
+    exit_code: int | None
+
+
+TABLE: dict[str, Row] = {
+    QUEUED: Row("queued", "TASK_STATE_SUBMITTED", None),
+    RUNNING: Row("in_progress", "TASK_STATE_WORKING", None),
+    NEEDS_HUMAN: Row("requires_action", "TASK_STATE_INPUT_REQUIRED", 4),
+    COMPLETED: Row("completed", "TASK_STATE_COMPLETED", 0),
+    MAX_STEPS: Row("incomplete", "TASK_STATE_FAILED", 3),
+    STALLED: Row("incomplete", "TASK_STATE_FAILED", 5),
+    FAILED: Row("failed", "TASK_STATE_FAILED", 1),
+    INTERRUPTED: Row("cancelled", "TASK_STATE_CANCELED", 130),
+    EXPIRED: Row("expired", "TASK_STATE_FAILED", None),
+}
+
+ENDED = frozenset({COMPLETED, MAX_STEPS, STALLED, FAILED, EXPIRED})
+"""Nothing more happens to such a run."""
+RESULTS = frozenset({COMPLETED, MAX_STEPS, STALLED, NEEDS_HUMAN, FAILED, INTERRUPTED})
+"""What a run's iterator can end on (`RunResult.status`)."""
+RESUMABLE = frozenset({NEEDS_HUMAN, INTERRUPTED, RUNNING, QUEUED})
+"""What `resume` takes: a pause, an interruption, a run whose process died, a queued run."""
+ACTIVE = frozenset({RUNNING, NEEDS_HUMAN})
+"""What holds its session: one active run per session."""
+
+SERVER_STATUSES = tuple(dict.fromkeys(row.server for row in TABLE.values()))
+SERVER_FINAL = frozenset({"completed", "incomplete", "failed", "cancelled", "expired"})
+STORED: dict[str, tuple[str, ...]] = {
+    public: tuple(s for s, row in TABLE.items() if row.server == public)
+    for public in SERVER_STATUSES}
+"""The statuses behind each of the server's (an orphaned `running` run is stored as such)."""
+
+
+def server_status(status: str) -> str:
+    return TABLE[status].server
+
+
+def exit_code(status: str) -> int:
+    code = TABLE[status].exit_code
+    return 1 if code is None else code

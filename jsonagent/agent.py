@@ -6,26 +6,27 @@ async edge (`aiter`, `arun`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator
 
-from .cancel import CancelToken, on_caller
+from .bridge import drain
 from .config import AgentConfig
+from .deps import RunDeps
 from .errors import ConfigError, SpecError
 from .hooks import Hooks
-from .journal import Journal
-from .models import Model, resolve_model
+from .models import Model, capabilities, resolve_model
 from .prompt import prompt_style
 from .result import RunResult
-from .session import Session, bridge, drain
+from .session import Session
 from .state import RunState
-from .tools.tool import RunContext
 from .tools.toolset import Toolset, ToolLike
 
 if TYPE_CHECKING:
     import asyncio
 
-    from .events import _Event
+    from .events import Event
     from .store import Store
 
 AskHuman = Callable[[str], "str | None | Awaitable[str | None]"]
@@ -52,39 +53,62 @@ class Agent:
                  on_event: Callable[[Any], None] | None = None,
                  sandbox_factory: Callable[[], Any] | None = None,
                  origin: dict[str, Any] | None = None):
-        self.model = model if model is not None and not isinstance(model, str) \
+        model = model if model is not None and not isinstance(model, str) \
             else resolve_model(model)
-        self.config = (config or AgentConfig()).model_copy()
+        caps = capabilities(model)
+        config = (config or AgentConfig()).model_copy()
         if max_steps is not None:
-            self.config.max_steps = max_steps
-        if self.config.observation_role is None:
-            self.config.observation_role = getattr(self.model, "observation_role", "user")
-        self.toolset = Toolset.build(tools, output_type=output_type)
-        missing = [t.spec.origin + f" ({t.name})" for t in self.toolset if t.fn is None]
+            config.max_steps = max_steps
+        if config.observation_role is None:
+            config.observation_role = caps.observation_role
+        toolset = Toolset.build(tools, output_type=output_type)
+        missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:
-            self.toolset.close()
+            toolset.close()
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
-        self.output_type = output_type
-        self.ask_human, self.approve = ask_human, approve
-        self.hooks = Hooks(hooks)
-        self._store = store
-        self.transcript = transcript
-        self.on_event = on_event
-        self.sandbox_factory = sandbox_factory or self._default_sandbox
-        self.origin = origin or {}
-        """How a front end built this agent (the CLI's options), recorded with each run."""
-        self.style = prompt_style(self.config.prompt_style)
-        self.system_prompt = self.style.system(self.toolset)
-        self.busy_wait_s = 5.0
-        """How long a run waits for a busy session before giving up."""
+        style = prompt_style(config.prompt_style)
+        self.deps = RunDeps(
+            model=model, caps=caps, toolset=toolset, config=config, style=style,
+            system_prompt=style.system(toolset), hooks=Hooks([*caps.hooks, *(hooks or [])]),
+            output_type=output_type, ask_human=ask_human, approve=approve, on_event=on_event,
+            transcript=transcript, origin=origin or {},
+            sandbox_factory=sandbox_factory or partial(_default_sandbox, config))
+        """What every run needs, frozen (see deps.py)."""
+        self._store, self._own_store = store, False
         self.last_state: RunState | None = None
-        self.running: dict[str, CancelToken] = {}
-        """The cancel token of each of this agent's runs in progress, by run id."""
+
+    # what a run needs, to read; the callbacks may be swapped between runs
+    model = property(lambda self: self.deps.model)
+    toolset = property(lambda self: self.deps.toolset)
+    config = property(lambda self: self.deps.config)
+    hooks = property(lambda self: self.deps.hooks)
+    system_prompt = property(lambda self: self.deps.system_prompt)
+    output_type = property(lambda self: self.deps.output_type)
+
+    @property
+    def on_event(self) -> Callable[[Any], None] | None:
+        return self.deps.on_event
+
+    @on_event.setter
+    def on_event(self, fn: Callable[[Any], None] | None) -> None:
+        self.deps = replace(self.deps, on_event=fn)
+
+    @property
+    def transcript(self) -> str | Path | None:
+        return self.deps.transcript
+
+    @transcript.setter
+    def transcript(self, path: str | Path | None) -> None:
+        self.deps = replace(self.deps, transcript=path)
 
     def close(self) -> None:
-        """Shut down the tool sources the agent opened (MCP server processes)."""
-        self.toolset.close()
+        """Shut down the tool sources the agent opened (MCP server processes), and the store
+        it opened itself."""
+        self.deps.toolset.close()
+        if self._own_store and self._store is not None:
+            self._store.close()
+            self._store, self._own_store = None, False
 
     def __enter__(self) -> "Agent":
         return self
@@ -97,7 +121,7 @@ class Agent:
     def run(self, question: str, *, session: str | None = None) -> RunResult:
         return drain(self.iter(question, session=session))
 
-    def iter(self, question: str, *, session: str | None = None) -> Iterator[_Event]:
+    def iter(self, question: str, *, session: str | None = None) -> Iterator[Event]:
         """The run as typed events, ending with a RunEnd that carries the RunResult."""
         s = self.session(session)
         try:
@@ -110,8 +134,9 @@ class Agent:
         """Cancel a run of this agent in progress (every one when `run_id` is None), from any
         thread. It ends `interrupted` within about a second, whatever its tool is doing;
         False when no such run is in progress here."""
-        tokens = list(self.running.values()) if run_id is None else \
-            [t for t in [self.running.get(run_id)] if t is not None]
+        running = self.deps.running
+        tokens = list(running.values()) if run_id is None else \
+            [t for t in [running.get(run_id)] if t is not None]
         for token in tokens:
             token.cancel()
         return bool(tokens)
@@ -123,13 +148,13 @@ class Agent:
         return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason))
 
     def iter_resume(self, run: str | RunState, *, answer: str | None = None,
-                    approve: bool | None = None, reason: str | None = None) -> Iterator[_Event]:
+                    approve: bool | None = None, reason: str | None = None) -> Iterator[Event]:
         if isinstance(run, RunState):
             store, session_id = self.store, run.session_id
         else:
             store = self.store_or_default()
             session_id = store.load_run(run).session_id
-        s = Session(self, session_id, store)
+        s = Session(self.deps, session_id, store)
         try:
             yield from s.iter_resume(answer, approve, reason, run)
         finally:
@@ -142,7 +167,7 @@ class Agent:
             pass
         return end.result
 
-    async def aiter(self, question: str, *, session: str | None = None) -> AsyncIterator[_Event]:
+    async def aiter(self, question: str, *, session: str | None = None) -> AsyncIterator[Event]:
         """`iter` for asyncio: the run goes on in a thread of its own; async callbacks are
         awaited on your event loop. Cancelling the task cancels the run, whatever its tool
         is doing, and returns once the run's thread has ended: nothing runs on."""
@@ -185,21 +210,21 @@ class Agent:
         """A conversation: call `.run(text)` as often as you like. A named session is stored
         (in the agent's store, or `$JSONAGENT_HOME/jsonagent.db`) and goes on across processes."""
         store = self.store_or_default() if name is not None else self.store
-        return Session(self, name, store, loop)
+        return Session(self.deps, name, store, loop)
 
     @property
     def store(self) -> Store | None:
         if self._store is not None and not hasattr(self._store, "record"):
             from .store import open_store
 
-            self._store = open_store(self._store)
+            self._store, self._own_store = open_store(self._store), True
         return self._store
 
     def store_or_default(self) -> Store:
         if self.store is None:
             from .store import open_store
 
-            self._store = open_store()
+            self._store, self._own_store = open_store(), True
         return self._store
 
     def save_state(self) -> str:
@@ -213,22 +238,12 @@ class Agent:
         """A state saved by `save_state`; pass it to `resume`."""
         return RunState.model_validate_json(text)
 
-    # -- wiring -------------------------------------------------------------------------------
 
-    def _context(self, loop: asyncio.AbstractEventLoop | None = None) -> RunContext:
-        ask = bridge(self.ask_human, loop)
-        return RunContext(ask_human=(lambda q: on_caller(ask, q)) if ask is not None else None,
-                          sandbox_factory=self.sandbox_factory)
+def _default_sandbox(config: AgentConfig):
+    from sandbox import Sandbox
+    from sandbox.errors import IsolationUnavailable
 
-    def _journal(self) -> Journal | None:
-        return Journal(self.transcript) if self.transcript else None
-
-    def _default_sandbox(self):
-        from sandbox import Sandbox
-        from sandbox.errors import IsolationUnavailable
-
-        try:
-            return Sandbox(timeout=self.config.sandbox_timeout,
-                           require_isolation=self.config.require_isolation)
-        except IsolationUnavailable as exc:
-            raise ConfigError(f"sandbox refused to start: {exc}") from None
+    try:
+        return Sandbox(timeout=config.sandbox_timeout, require_isolation=config.require_isolation)
+    except IsolationUnavailable as exc:
+        raise ConfigError(f"sandbox refused to start: {exc}") from None

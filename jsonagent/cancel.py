@@ -104,16 +104,11 @@ class CancelToken:
     # -- slow work in the run's helper thread -------------------------------------------------
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`fn(*args, **kwargs)`, waited on here: its result, its exception, or Cancelled as
-        soon as the token is cancelled. Ctrl-C while waiting cancels the token (so the work
-        is stopped too) and goes on up.
-
-        Work that stops by itself on a cancel (`stops_on_cancel`: our tool handlers and
-        model backends) runs in this thread; anything else, in the run's helper thread,
-        which costs two thread switches (about 0.1 ms) and lets the wait end at once."""
+        """`fn(*args, **kwargs)` in the run's helper thread, waited on here: its result, its
+        exception, or Cancelled as soon as the token is cancelled. Ctrl-C while waiting
+        cancels the token (so the work is stopped too) and goes on up. The hand-over costs
+        two thread switches (about 0.1 ms); `call_here` is for work that stops by itself."""
         self.check()
-        if stops_on_cancel(fn):
-            return self._here(fn, args, kwargs)
         if self._helper is None:
             self._helper = _Helper(self)
         inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -140,7 +135,11 @@ class CancelToken:
         finally:
             remove()
 
-    def _here(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    def call_here(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)` in this thread, for work that stops by itself when the token
+        is cancelled (our tool handlers and model backends, which register how through
+        `watching`): once cancelled, its outcome is Cancelled, whatever it returned."""
+        self.check()
         reset = _current.set(self)
         try:
             result = fn(*args, **kwargs)
@@ -191,14 +190,6 @@ def _serve(item: tuple) -> None:
         reply.put(("raise", exc))
         if not isinstance(exc, Exception):  # Ctrl-C at the prompt ends the run here
             raise
-
-
-def stops_on_cancel(fn: Callable[..., Any]) -> bool:
-    """Whether `fn` (a function, or a method of an object) says it stops by itself, soon, when
-    the current run is cancelled: a `stops_on_cancel = True` attribute on it or its object."""
-    owner = getattr(fn, "__self__", None)
-    return bool(getattr(fn, "stops_on_cancel", False)
-                or (owner is not None and getattr(owner, "stops_on_cancel", False)))
 
 
 def current() -> CancelToken | None:

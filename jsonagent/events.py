@@ -7,7 +7,7 @@ on counting) and the schema version `v`.
 Events are slotted dataclasses, not pydantic models: a step makes three of them, building one
 costs a third of validating it (1 µs against 3), and nothing needs checking, since the loop
 builds them from values it already validated. pydantic writes them (`to_json`) and reads them
-back (`EVENT`), with the same classes.
+back (`reader()`), with the same classes.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _record = dataclass(slots=True, kw_only=True)
 
 
 @_record
-class _Event:
+class Event:
     v: int = SCHEMA_VERSION
     run_id: str = ""
     session_id: str = ""
@@ -69,7 +69,7 @@ def _adapter(cls: type) -> TypeAdapter:
 
 
 @_record
-class RunStart(_Event):
+class RunStart(Event):
     type: Literal["run_start"] = "run_start"
     question: str
     model: str
@@ -81,7 +81,7 @@ class RunStart(_Event):
 
 
 @_record
-class RunResumed(_Event):
+class RunResumed(Event):
     type: Literal["run_resumed"] = "run_resumed"
     answer: str | None = None
     """The person's answer to the pending question."""
@@ -93,7 +93,7 @@ class RunResumed(_Event):
 
 
 @_record
-class ModelCall(_Event):
+class ModelCall(Event):
     type: Literal["model_reply"] = "model_reply"
     step: int
     attempt: int
@@ -105,7 +105,7 @@ class ModelCall(_Event):
 
 
 @_record
-class Reask(_Event):
+class Reask(Event):
     type: Literal["reask"] = "reask"
     step: int
     attempt: int
@@ -114,7 +114,7 @@ class Reask(_Event):
 
 
 @_record
-class JsonModeChange(_Event):
+class JsonModeChange(Event):
     type: Literal["json_mode"] = "json_mode"
     old: str
     new: str
@@ -122,7 +122,7 @@ class JsonModeChange(_Event):
 
 
 @_record
-class StepTaken(_Event):
+class StepTaken(Event):
     type: Literal["step"] = "step"
     step: int
     thought: str
@@ -132,7 +132,7 @@ class StepTaken(_Event):
 
 
 @_record
-class Approval(_Event):
+class Approval(Event):
     type: Literal["approval"] = "approval"
     step: int
     tool: str
@@ -141,7 +141,7 @@ class Approval(_Event):
 
 
 @_record
-class ToolResult(_Event):
+class ToolResult(Event):
     type: Literal["tool_result"] = "tool_result"
     step: int
     tool: str
@@ -153,7 +153,7 @@ class ToolResult(_Event):
 
 
 @_record
-class SummaryCall(_Event):
+class SummaryCall(Event):
     """One request that condensed older messages for the context (memory.py)."""
 
     type: Literal["summary"] = "summary"
@@ -169,7 +169,7 @@ class SummaryCall(_Event):
 
 
 @_record
-class ContextChange(_Event):
+class ContextChange(Event):
     """The context was compacted to stay under the budget; the stored history is untouched."""
 
     type: Literal["context"] = "context"
@@ -188,7 +188,7 @@ class ContextChange(_Event):
 
 
 @_record
-class RunEnd(_Event):
+class RunEnd(Event):
     """The last event of a run, or of one stretch of it when it pauses (needs_human)."""
 
     type: Literal["run_end"] = "run_end"
@@ -202,7 +202,13 @@ class RunEnd(_Event):
     """The RunResult, in memory only (the fields above are its record)."""
 
 
-Event = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
-                        Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
-                  Field(discriminator="type")]
-EVENT = TypeAdapter(Event)
+AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
+                           Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
+                     Field(discriminator="type")]
+
+
+@cache
+def reader() -> TypeAdapter:
+    """Reads an event's JSON back into its class; built on first use (about 25 ms), since
+    only reading a transcript needs it."""
+    return TypeAdapter(AnyEvent)

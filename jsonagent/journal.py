@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import ConfigError
-from .events import EVENT, Event, _Event
+from .events import AnyEvent, Event, reader
 
 
 class Journal:
@@ -21,7 +21,7 @@ class Journal:
         except OSError as exc:
             raise ConfigError(f"cannot write transcript {self.path}: {exc.strerror or exc}") from None
 
-    def write(self, event: _Event) -> None:
+    def write(self, event: Event) -> None:
         if self._file is not None:
             self._file.write(event.to_json() + "\n")
             self._file.flush()
@@ -32,13 +32,13 @@ class Journal:
             self._file = None
 
 
-def read_journal(path: str | Path) -> list[Event]:
+def read_journal(path: str | Path) -> list[AnyEvent]:
     """Every event in a transcript; a torn last line (a crash mid-write) is skipped."""
     events = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if line.strip():
             try:
-                events.append(EVENT.validate_json(line))
+                events.append(reader().validate_json(line))
             except ValueError:
                 continue
     return events

@@ -16,24 +16,24 @@ from typing import Any, Callable, Iterator
 
 from . import events as ev
 from . import stall
-from .config import JSON_MODES, AgentConfig
+from .config import JSON_MODES
+from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
 from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatRejected, ToolError,
                      UserError)
-from .hooks import Hooks, ToolCall, Veto
+from .hooks import ToolCall, Veto
 from .memory import Memory
-from .models import Model, ModelReply
-from .prompt import PromptStyle, note
+from .models import ModelReply
+from .prompt import note
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
-from .tools.toolset import Toolset
 
 log = logging.getLogger("jsonagent")
 
-Generator = Iterator[ev._Event]
+Generator = Iterator[ev.Event]
 
 
 @dataclass(frozen=True)
@@ -46,16 +46,17 @@ class Resume:
 
 
 class Loop:
-    def __init__(self, model: Model, toolset: Toolset, config: AgentConfig, ctx: RunContext,
-                 style: PromptStyle, hooks: Hooks, approve: Callable[[str, dict], bool | None] | None,
-                 output_type: type | None = None):
-        self.model, self.toolset, self.config, self.ctx, self.style = model, toolset, config, ctx, style
-        self.hooks, self.approve, self.output_type = hooks, approve, output_type
+    def __init__(self, deps: RunDeps, ctx: RunContext,
+                 approve: Callable[[str, dict], bool | None] | None):
+        self.model, self.toolset, self.config = deps.model, deps.toolset, deps.config
+        self.style, self.hooks, self.output_type = deps.style, deps.hooks, deps.output_type
+        self.ctx, self.approve = ctx, approve
         self.cancel = ctx.cancel
-        """Slow calls run through it (`cancel.call`), so a cancel ends the wait at once."""
-        self.confirm = {t.name for t in toolset if t.spec.confirm} | set(config.confirm)
+        """Slow calls are waited on through it, so a cancel ends the wait at once."""
+        self.call_model = self.cancel.call_here if deps.caps.stops_on_cancel else self.cancel.call
+        self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self._reply_note: str | None = None
-        self.memory = Memory(model, config, style, self.cancel.call)
+        self.memory = Memory(self.model, self.config, self.style, self.call_model, deps.caps)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -105,7 +106,7 @@ class Loop:
             yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                            args=step.args_list, repairs=parsed.repairs))
 
-    def _next_step(self, index: int) -> Iterator[ev._Event]:
+    def _next_step(self, index: int) -> Iterator[ev.Event]:
         """Ask the model; re-ask with the precise problem until valid or out of budget.
         Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
@@ -127,7 +128,7 @@ class Loop:
         return parsed
 
     def _complete(self, extra: list[Message], index: int, attempt: int,
-                  without: str | None = None) -> Iterator[ev._Event]:
+                  without: str | None = None) -> Iterator[ev.Event]:
         while True:
             fmt = self.style.response_format(self.s.json_mode, self.toolset,
                                              self.config.thought_max_chars, without)
@@ -137,8 +138,8 @@ class Loop:
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply: ModelReply = self.cancel.call(self.model.complete, wire, fmt,
-                                                     stop=self.style.stop)
+                reply: ModelReply = self.call_model(self.model.complete, wire, fmt,
+                                                    stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
@@ -153,7 +154,7 @@ class Loop:
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
 
-    def _numbered(self, events: Iterator[ev._Event]) -> Iterator[ev._Event]:
+    def _numbered(self, events: Iterator[ev.Event]) -> Iterator[ev.Event]:
         """Pass on a policy's events as this run's; return what the policy returns."""
         while True:
             try:
@@ -251,7 +252,8 @@ class Loop:
         if call.tool == CODE_TOOL:
             self.s.code_used = True
         try:
-            out = self.cancel.call(tool.invoke, call.args, self.ctx)
+            wait = self.cancel.call_here if tool.stops_on_cancel else self.cancel.call
+            out = wait(tool.invoke, call.args, self.ctx)
         except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
             raise
         except ToolError as exc:
@@ -341,7 +343,7 @@ class Loop:
                                      pending=s.pending, usage=usage,
                                      stats=stats.model_dump(), result=result))
 
-    def _event(self, event: ev._Event) -> Any:
+    def _event(self, event: ev.Event) -> Any:
         s = self.s
         s.seq += 1
         event.run_id, event.session_id, event.seq = s.run_id, s.session_id, s.seq

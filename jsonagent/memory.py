@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 from . import events as ev
 from .config import AgentConfig
 from .errors import RunError
-from .models import Model, Usage
+from .models import Capabilities, Model, Usage, capabilities
 from .prompt import note
 from .state import Message, RunState, to_json
 
@@ -56,12 +56,13 @@ FIRST_GUESS = 0.3
 
 class Memory:
     def __init__(self, model: Model, config: AgentConfig, style: Any,
-                 call: Callable[..., Any] | None = None):
+                 call: Callable[..., Any] | None = None, caps: Capabilities | None = None):
         self.model, self.config, self.style = model, config, style
         self.call = call or (lambda fn, *args: fn(*args))
         """How a summary's model call is made: the loop's, so that a cancel stops it too."""
+        self.caps = caps or capabilities(model)
         self.budget = budget(model, config)
-        self.exact = callable(getattr(model, "count_tokens", None))
+        self.exact = self.caps.count_tokens is not None
         self.counting = ("exact" if self.exact else "estimate") if self.budget else ""
         self._summariser: Model | None = None
         self._layout: tuple | None = None
@@ -101,9 +102,9 @@ class Memory:
         wire = self.style.render(messages, self.config.observation_role)
         if self.exact:
             try:
-                return self.model.count_tokens(wire)
+                return self.caps.count_tokens(wire)
             except Exception as exc:  # a backend that cannot count after all: estimate
-                log.warning("%s cannot count tokens (%s); estimating", self.model.name, exc)
+                log.warning("%s cannot count tokens (%s); estimating", self.caps.name, exc)
                 self.exact, self.counting = False, "estimate"
         ratio = state.memory.tokens_per_char or FIRST_GUESS
         return math.ceil(_chars(wire) * ratio * ESTIMATE_MARGIN)
@@ -141,7 +142,7 @@ class Memory:
 
     # -- fitting ------------------------------------------------------------------------------
 
-    def fit(self, state: RunState, extra: list[Message], step: int) -> Iterator[ev._Event]:
+    def fit(self, state: RunState, extra: list[Message], step: int) -> Iterator[ev.Event]:
         """Events of any compaction; returns the view to send, within the budget."""
         view = self.view(state, extra)
         if self.budget is None:
@@ -159,7 +160,7 @@ class Memory:
         return view
 
     def _compact(self, state: RunState, extra: list[Message], step: int,
-                 before: int) -> Iterator[ev._Event]:
+                 before: int) -> Iterator[ev.Event]:
         m = state.memory
         starts = _turn_starts(state.messages, m.start)
         target = int(self.budget * LOW_WATER)
@@ -198,7 +199,7 @@ class Memory:
         finally:
             m.start, m.bare, m.summary = saved
 
-    def _summarise(self, state: RunState, cut: int, step: int) -> Iterator[ev._Event]:
+    def _summarise(self, state: RunState, cut: int, step: int) -> Iterator[ev.Event]:
         """Condense the turns before `cut` (and the summary so far). The request is the view
         up to `cut`, which the KV cache or prompt cache already holds, plus one instruction.
         Returns (summary, None), or (None, why it failed)."""
@@ -221,7 +222,7 @@ class Memory:
         if model is self.model:  # a replayed script counts summaries among the model's calls
             state.stats.model_calls += 1
         state.usage.add(usage)
-        yield ev.SummaryCall(step=step, model=getattr(model, "name", "?"),
+        yield ev.SummaryCall(step=step, model=capabilities(model).name,
                              messages=cut - state.memory.start, text=summary, error=failure,
                              usage=usage, latency_s=round(time.perf_counter() - t0, 4))
         return summary, failure
@@ -233,14 +234,14 @@ class Memory:
             from .models import resolve_model
 
             self._summariser = resolve_model(self.config.summary_model,
-                                             base_url=getattr(self.model, "base_url", None))
+                                             base_url=self.caps.base_url)
         return self._summariser
 
 
 def budget(model: Model, config: AgentConfig) -> int | None:
     """The context budget: the model's window minus the reply's share, or the configured cap,
     whichever is smaller; None when neither is known."""
-    window = getattr(model, "context_tokens", None)
+    window = capabilities(model).context_tokens
     limits = [b for b in (config.max_context_tokens,
                           window - config.reply_tokens if window else None) if b]
     return min(limits) if limits else None

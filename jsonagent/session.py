@@ -7,13 +7,14 @@ state again from the store and goes on, in this process or another one.
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import events as ev
-from .cancel import CancelToken
+from .bridge import bridge, drain
+from .cancel import CancelToken, on_caller
+from .journal import Journal
 from .errors import ConfigError
 from .loop import Loop, Resume
 from .prompt import note
@@ -21,26 +22,30 @@ from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
 from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING
 from .store import SessionBusy
+from .tools.tool import RunContext
 
 if TYPE_CHECKING:
     import asyncio
 
-    from .agent import Agent
+    from .deps import RunDeps
     from .store import Store
 
 
 class Session:
-    def __init__(self, agent: Agent, name: str | None = None, store: Store | None = None,
+    def __init__(self, deps: RunDeps, name: str | None = None, store: Store | None = None,
                  loop: asyncio.AbstractEventLoop | None = None):
-        self.agent, self.name, self.store = agent, name, store
+        self.deps, self.name, self.store = deps, name, store
         self.id = store.open_session(name) if store is not None else new_id("ses")
-        self.ctx = agent._context(loop)
-        self.approve = bridge(agent.approve, loop)
+        ask = bridge(deps.ask_human, loop)
+        self.ctx = RunContext(ask_human=(lambda q: on_caller(ask, q)) if ask else None,
+                              sandbox_factory=deps.sandbox_factory)
+        """The session's context: its scratch state (the sandbox) outlives a run."""
+        self.approve = bridge(deps.approve, loop)
         self._token = CancelToken()
         """The next (or current) run's: each run has its own, in its own copy of `ctx`."""
         self.last: RunState | None = None
         """The last run's state, as this process last saw it."""
-        self._journal = agent._journal()
+        self._journal = Journal(deps.transcript) if deps.transcript else None
 
     def __enter__(self) -> Session:
         return self
@@ -77,13 +82,13 @@ class Session:
                               f"{last.pending.tool}: call resume(approve=True or False)")
         return drain(self.iter(text))
 
-    def iter(self, text: str) -> Iterator[ev._Event]:
+    def iter(self, text: str) -> Iterator[ev.Event]:
         """The events of a new run on this conversation, ending with a RunEnd."""
         def build(last: RunState | None) -> RunState:
             return self._new_state(text, last)
 
         if self.store is not None:
-            state = self.store.start_run(self.id, build, self.agent.busy_wait_s)
+            state = self.store.start_run(self.id, build, self.deps.busy_wait_s)
         elif self.last is not None and self.last.status == NEEDS_HUMAN:
             raise SessionBusy(f"this session's run {self.last.run_id} waits for a person: "
                               "resume it first")
@@ -97,7 +102,7 @@ class Session:
 
     def iter_resume(self, answer: str | None = None, approve: bool | None = None,
                     reason: str | None = None, run: str | RunState | None = None
-                    ) -> Iterator[ev._Event]:
+                    ) -> Iterator[ev.Event]:
         """Go on with a paused or interrupted run (by default this session's last one)."""
         if isinstance(run, RunState):
             state = run.model_copy(deep=True)
@@ -113,7 +118,7 @@ class Session:
             raise ConfigError(f"no run {run} here: resuming a run by its id needs a store")
         _check_input(state, answer, approve)
         if self.store is not None:
-            state = self.store.claim_run(state.run_id, self.agent.busy_wait_s)
+            state = self.store.claim_run(state.run_id, self.deps.busy_wait_s)
         if state.seq == 0:  # a queued run, or one that died before its first event: start it
             state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
@@ -131,46 +136,42 @@ class Session:
     # -- internals ----------------------------------------------------------------------------
 
     def _new_state(self, text: str, last: RunState | None) -> RunState:
-        agent = self.agent
+        deps = self.deps
         history = _closed(last) if last is not None else []
         json_mode = last.json_mode if last is not None else \
-            (agent.config.json_mode or getattr(agent.model, "default_json_mode", "object"))
+            (deps.config.json_mode or deps.caps.default_json_mode)
         return RunState(
             run_id=new_id("run"), session_id=self.id, question=text,
-            messages=[Message(role="system", content=agent.system_prompt), *history,
+            messages=[Message(role="system", content=deps.system_prompt), *history,
                       Message(role="user", content=text)],
-            json_mode=json_mode, config=agent.config.model_dump(),
-            toolset=agent.toolset.fingerprint(), tools=agent.toolset.names,
-            model=getattr(agent.model, "name", "?"), origin=agent.origin,
+            json_mode=json_mode, config=deps.config.model_dump(),
+            toolset=deps.toolset.fingerprint(), tools=deps.toolset.names,
+            model=deps.caps.name, origin=deps.origin,
             memory=last.memory if last is not None else MemoryState(),
             code_used=bool(last and last.code_used))
 
-    def _drive(self, state: RunState, resume: Resume | None) -> Iterator[ev._Event]:
-        agent = self.agent
-        seek = getattr(agent.model, "seek", None)
-        if seek is not None:  # a replayed script goes on where this run stopped
-            seek(state.stats.model_calls)
+    def _drive(self, state: RunState, resume: Resume | None) -> Iterator[ev.Event]:
+        deps = self.deps
         # the run's own context: the session's scratch state (its sandbox), the run's token
         ctx = replace(self.ctx, cancel=self._token)
-        loop = Loop(agent.model, agent.toolset, agent.config, ctx, agent.style, agent.hooks,
-                    self.approve, agent.output_type)
+        loop = Loop(deps, ctx, self.approve)
         self.last = state
         return self._records(loop.iterate(state, resume), state)
 
-    def _records(self, events: Iterator[ev._Event], state: RunState) -> Iterator[ev._Event]:
+    def _records(self, events: Iterator[ev.Event], state: RunState) -> Iterator[ev.Event]:
         """Hand each event to the records, then to the caller. Ctrl-C that lands outside the
         loop (in a record or in your `on_event`) is handed to the loop, which ends the run
         cleanly. While the run goes on, `agent.cancel(run_id)` reaches it."""
         token = self._token
-        self.agent.running[state.run_id] = token
+        self.deps.running[state.run_id] = token
         try:
             yield from self._recorded(events, state)
         finally:
-            self.agent.running.pop(state.run_id, None)
+            self.deps.running.pop(state.run_id, None)
             token.close()
             self._token = CancelToken()
 
-    def _recorded(self, events: Iterator[ev._Event], state: RunState) -> Iterator[ev._Event]:
+    def _recorded(self, events: Iterator[ev.Event], state: RunState) -> Iterator[ev.Event]:
         interrupt: KeyboardInterrupt | None = None
         while True:
             try:
@@ -187,13 +188,13 @@ class Session:
                 continue
             yield event
 
-    def _record(self, event: ev._Event, state: RunState) -> None:
+    def _record(self, event: ev.Event, state: RunState) -> None:
         if self.store is not None:
             self.store.record(event, state)
         if self._journal is not None:
             self._journal.write(event)
-        if self.agent.on_event is not None:
-            self.agent.on_event(event)
+        if self.deps.on_event is not None:
+            self.deps.on_event(event)
 
 
 def _closed(last: RunState) -> list[Message]:
@@ -222,36 +223,3 @@ def _check_input(state: RunState, answer: str | None, approve: bool | None) -> N
     elif pending.kind == "approval" and approve is None:
         raise ConfigError(f"run {state.run_id} waits for an approval of {pending.tool}: "
                           "approve or deny it")
-
-
-def bridge(callback: Callable | None, loop: asyncio.AbstractEventLoop | None):
-    """A plain function the sync loop can call, whatever kind of callback the user gave."""
-    if callback is None:
-        return None
-    return lambda *args: _wait(callback(*args), loop)
-
-
-def drain(events: Iterator[ev._Event]) -> RunResult:
-    end = None
-    for end in events:
-        pass
-    return end.result
-
-
-def _wait(value: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
-    if not inspect.isawaitable(value):
-        return value
-    import asyncio
-    import concurrent.futures
-
-    async def run():
-        return await value
-
-    if loop is not None:  # aiter: answer on the caller's own event loop
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # sync run() inside a running loop
-        return pool.submit(asyncio.run, run()).result()

@@ -146,22 +146,20 @@ def test_the_code_interpreter_is_killed_and_the_next_call_says_so():
     model = ScriptedModel([step("CodeInterpreterTool", {"code": "y = 2"}),
                            step("CodeInterpreterTool", {"code": code}),
                            step("CodeInterpreterTool", {"code": "print(y)"}), DONE])
-    with Agent(model=model, tools=[core_tools()]) as agent:
+    marks = {}
+
+    def on_event(event):
+        if event.type == "step" and event.step == 2:
+            marks["sandbox"] = session.ctx.state["sandbox"]
+            threading.Timer(0.5, lambda: (marks.setdefault("t", time.monotonic()),
+                                          agent.cancel(event.run_id))).start()
+
+    with Agent(model=model, tools=[core_tools()], on_event=on_event) as agent:
         session = agent.session()
-        marks = {}
-
-        def on_event(event):
-            if event.type == "step" and event.step == 2:
-                marks["sandbox"] = session.ctx.state["sandbox"]
-                threading.Timer(0.5, lambda: (marks.setdefault("t", time.monotonic()),
-                                              agent.cancel(event.run_id))).start()
-
-        agent.on_event = on_event
         result = session.run("first")
         assert_cancelled(result, time.monotonic() - marks["t"])
         worker = marks["sandbox"]._session
         assert worker is None or worker.proc is None or slow_tools.gone([worker.proc.pid], 1)
-        agent.on_event = None
         again = session.run("second")  # the session goes on after a cancel
         session.close()
     assert again.status == "completed"

@@ -119,7 +119,7 @@ def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The pau
     agent = _agent(opts.over(state.origin), display, no_input, transcript, no_store=False)
     if "tools" not in opts.given and agent.toolset.fingerprint() != state.toolset:
         raise ConfigError(f"the tools of run {run_id} changed since it was recorded "
-                          f"({', '.join(map(str, agent.origin['tools'])) or 'the bundled tools'}); "
+                          f"({', '.join(map(str, agent.deps.origin['tools'])) or 'the bundled tools'}); "
                           "pass --tools to choose the tools to resume with")
     decision = True if approve else False if deny else None
     _finish(display, agent.resume(run_id, answer=None if answer is None else text_arg(answer),

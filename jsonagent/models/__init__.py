@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -47,17 +48,48 @@ class Model(Protocol):
     `stop` lists sequences that end the reply early (not included in the text); a prompt
     style sends them, as ReAct sends `Observation:`.
 
-    Optional: `count_tokens(messages) -> int`, the exact prompt tokens of a request, and
-    `context_tokens`, the model's context window; the context budget uses them when present.
-
     Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
     and `errors.ModelError` for anything else that is not recoverable.
+
+    A backend may declare what `Capabilities` lists, as attributes of the same names;
+    what it leaves out takes the default there.
     """
 
     name: str
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None) -> ModelReply: ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the core may ask of a model beyond `complete`, with the defaults of a model
+    that declares nothing. `capabilities(model)` reads them, once per agent."""
+
+    name: str = "?"
+    context_tokens: int | None = None
+    """The context window (prompt and reply), when known: the context budget follows it."""
+    count_tokens: Callable[[list[Message]], int] | None = None
+    """The exact prompt tokens of a request; without it, tokens are estimated."""
+    observation_role: str = "user"
+    """The chat role tool results are sent in: "tool" where the template has a tool turn."""
+    default_json_mode: str = "object"
+    """The response_format to start with (see config.JSON_MODES)."""
+    base_url: str | None = None
+    """Where an endpoint is (it names the endpoint in token estimates)."""
+    stops_on_cancel: bool = False
+    """A cancel of the run stops its call by itself (see cancel.py), so the loop may wait
+    for it in its own thread."""
+    hooks: tuple = ()
+    """Hooks (see hooks.py) the model needs on every run: a replayed script follows the
+    run's model calls."""
+
+
+def capabilities(model: Any) -> Capabilities:
+    """The one place that asks a model what it has."""
+    declared = {f.name: getattr(model, f.name) for f in fields(Capabilities)
+                if getattr(model, f.name, None) is not None}
+    return Capabilities(**declared)
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,
@@ -77,7 +109,7 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
                           "(for example gpt-4o-mini, local, or scripted:replies.json)")
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
-        from ..testing import ScriptedModel
+        from .scripted import ScriptedModel
 
         return ScriptedModel.from_file(rest)
     if kind == "local":

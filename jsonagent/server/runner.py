@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError
@@ -88,7 +89,7 @@ class Runner:
     # -- requests -----------------------------------------------------------------------------
 
     def submit(self, text: str, session: str | None = None, max_steps: int | None = None) -> str:
-        s = Session(self.front, session, self.store)
+        s = Session(self.front.deps, session, self.store)
         try:
             state = s.enqueue(text, **({"max_steps": max_steps} if max_steps else {}))
         finally:
@@ -161,11 +162,12 @@ class Runner:
             info = self.store.load_run(run_id)
             if not (info.status == QUEUED or info.orphaned):
                 return  # cancelled or expired while it waited in the queue
-            session = Session(agent, info.session_id, self.store)
+            # what the run recorded over the agent's settings (its max_steps)
+            config = base.model_copy(update={
+                "max_steps": info.state.config.get("max_steps", base.max_steps)})
+            session = Session(replace(agent.deps, config=config), info.session_id, self.store)
             self._active[run_id] = session
         state = info.state
-        agent.config = base.model_copy(
-            update={"max_steps": state.config.get("max_steps", base.max_steps)})
         decision = (info.decision or {}) if state.pending is not None else {}
         try:
             events = session.iter_resume(decision.get("answer"), decision.get("approve"),

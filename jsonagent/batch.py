@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel
 
-from .errors import RunError, UserError, read_text
+from .errors import BatchError, RunError, UserError, read_text
 from .models import Usage
 
 _HUNG_AFTER = 10.0
@@ -38,10 +38,6 @@ _HUNG_AFTER = 10.0
 
 AgentFactory = Callable[[], Any]
 """Returns an `Agent`; must pickle (a module-level function or a functools.partial of one)."""
-
-
-class BatchError(UserError):
-    """A task or results file that cannot be used; nothing has run."""
 
 
 class Task(BaseModel):

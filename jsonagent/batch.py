@@ -209,6 +209,18 @@ def transcript_path(directory: Path, task_id: str) -> Path:
     return directory / f"{safe}.jsonl"
 
 
+def to_retry(previous: list[dict]) -> set[str]:
+    """The ids whose result failed: `retry_failed` drops their lines and runs them again."""
+    return {r["id"] for r in previous if r["status"] == "failed"}
+
+
+def to_run(tasks: list[Task], previous: list[dict], retry_failed: bool = False) -> list[Task]:
+    """The tasks a batch runs: those without a line in `previous` (failed ones count as
+    without, with `retry_failed`)."""
+    done = {r["id"] for r in previous} - (to_retry(previous) if retry_failed else set())
+    return [t for t in tasks if t.id not in done]
+
+
 # -- the task function, the same in every backend ---------------------------------------------
 
 def run_task(agent: Any, task: Task, transcripts: Path | None = None,
@@ -557,52 +569,19 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-# -- progress ----------------------------------------------------------------------------------
-
-class _Progress:
-    """A rich bar on stderr: done, failed, rate and ETA."""
-
-    def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-
-        self.failed = 0
-        self.start = time.perf_counter()
-        self.bar = Progress(TextColumn("batch"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("[red]{task.fields[failed]} failed"),
-                            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                            TextColumn("ETA"), TimeRemainingColumn(),
-                            console=Console(stderr=True), transient=False)
-        self.task = self.bar.add_task("batch", total=total, failed=0, rate="")
-
-    def __enter__(self):
-        self.bar.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.bar.stop()
-
-    def advance(self, result: TaskResult) -> None:
-        self.failed += result.status != "completed"
-        done = self.bar.tasks[0].completed + 1
-        rate = done / max(time.perf_counter() - self.start, 1e-9)
-        self.bar.update(self.task, advance=1, failed=self.failed, rate=f"{rate:.1f}/s")
-
-
 # -- the entry point ---------------------------------------------------------------------------
 
 def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory: AgentFactory,
               *, workers: int | None = None, backend: str = "local",
               ray_address: str | None = None, task_timeout: float | None = None,
               retry_failed: bool = False, transcripts: str | Path | None = None,
-              progress: bool = False,
               on_result: Callable[[TaskResult], None] | None = None) -> BatchSummary:
     """Run every task not yet in `out`, appending one line each; return the summary.
 
     `workers` is the number of processes (local; default 1) or of tasks in flight (Ray;
     default the cluster's CPUs). `retry_failed` first drops the failed lines of `out` so
-    those tasks run again. Bad input raises BatchError before anything runs.
+    those tasks run again. `on_result` sees each result once its line is written. Bad input
+    raises BatchError before anything runs.
     """
     t0 = time.perf_counter()
     task_list = read_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
@@ -612,13 +591,11 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
     if workers is not None and workers < 1:
         raise BatchError("workers must be at least 1")
     previous = read_results(out)
-    if retry_failed:
-        again = {r["id"] for r in previous if r["status"] == "failed"}
-        if again:
-            rewrite_without(out, again)
-            previous = [r for r in previous if r["id"] not in again]
-    done = {r["id"] for r in previous}
-    todo = [t for t in task_list if t.id not in done]
+    todo = to_run(task_list, previous, retry_failed)
+    again = to_retry(previous) if retry_failed else set()
+    if again:
+        rewrite_without(out, again)
+        previous = [r for r in previous if r["id"] not in again]
     where = Path(transcripts).resolve() if transcripts else None
     if where is not None:
         try:
@@ -628,27 +605,20 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
 
     results = ResultsFile(out)
     fresh: list[dict] = []
-    bar = _Progress(len(todo)) if progress and todo else None
 
     def emit(result: TaskResult) -> None:
         results.write(result)
         fresh.append(result.model_dump())
-        if bar:
-            bar.advance(result)
         if on_result:
             on_result(result)
 
     try:
-        if bar:
-            bar.__enter__()
         if todo and backend == "ray":
             _run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
         elif todo:
             _dispatch(todo, workers or 1, task_timeout,
                       _LocalBackend(agent_factory, where, task_timeout), emit)
     finally:
-        if bar:
-            bar.__exit__(None, None, None)
         results.close()
     return summarize(task_list, previous + fresh, ran=len(fresh),
                      seconds=time.perf_counter() - t0)

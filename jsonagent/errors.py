@@ -3,7 +3,8 @@
     JsonAgentError
     ├── UserError                 the developer's mistake: fix the code or config and rerun
     │   ├── SpecError             a tool spec is malformed (names file, index, tool, pointer)
-    │   └── ConfigError           a bad flag, missing key, unknown model, unreadable file
+    │   ├── ConfigError           a bad flag, missing key, unknown model, unreadable file
+    │   └── BatchError            a batch cannot start: a bad task or results file, no Ray
     └── RunError                  something failed while a run was going
         ├── ModelError            the model endpoint failed after its retries
         │   └── ResponseFormatRejected   the endpoint refused our response_format (4xx)
@@ -34,6 +35,10 @@ class SpecError(UserError):
 
 class ConfigError(UserError):
     pass
+
+
+class BatchError(UserError):
+    """A task or results file that cannot be used; nothing has run."""
 
 
 class RunError(JsonAgentError):

@@ -1,16 +1,22 @@
-"""`jsonagent batch`: the thin command over `jsonagent.batch.run_batch`."""
+"""`jsonagent batch`: the thin command over `jsonagent.batch.run_batch`, and the progress bar
+it draws on a terminal from each result."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from .exits import guarded, fail
 from .options import RunOptions, run_options
+
+if TYPE_CHECKING:
+    from ..batch import TaskResult
 
 
 class BackendChoice(str, Enum):
@@ -48,13 +54,19 @@ def batch(tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
     Exit 0 when every task completed, 1 when any did not, 2 for a bad task file."""
     import functools
 
-    from ..batch import run_batch
+    from ..batch import read_results, read_tasks, run_batch, to_run
 
     try:
-        summary = run_batch(tasks, out, functools.partial(RunOptions.build_agent, opts),
-                            workers=workers, backend=backend.value, ray_address=ray_address,
-                            task_timeout=task_timeout, retry_failed=retry_failed,
-                            transcripts=transcripts, progress=sys.stderr.isatty())
+        task_list = read_tasks(tasks)
+        # the bar counts what run_batch will run, so it needs the same count first
+        todo = len(to_run(task_list, read_results(out), retry_failed)) \
+            if sys.stderr.isatty() else 0
+        with _Progress(todo) if todo else contextlib.nullcontext() as bar:
+            summary = run_batch(task_list, out, functools.partial(RunOptions.build_agent, opts),
+                                workers=workers, backend=backend.value, ray_address=ray_address,
+                                task_timeout=task_timeout, retry_failed=retry_failed,
+                                transcripts=transcripts,
+                                on_result=bar.advance if bar else None)
     except KeyboardInterrupt:
         fail(f"interrupted; the finished tasks are in {out}: run the same command again to "
              "finish", 130)
@@ -81,3 +93,34 @@ def _print_summary(summary, out: Path) -> None:
     if summary.ok_rate is not None:
         table.add_row("ok rate", f"{summary.ok_rate:.0%}")
     Console(soft_wrap=True).print(table)
+
+
+class _Progress:
+    """A rich bar on stderr: done, failed, rate and ETA."""
+
+    def __init__(self, total: int):
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self.failed = 0
+        self.start = time.perf_counter()
+        self.bar = Progress(TextColumn("batch"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("[red]{task.fields[failed]} failed"),
+                            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                            TextColumn("ETA"), TimeRemainingColumn(),
+                            console=Console(stderr=True), transient=False)
+        self.task = self.bar.add_task("batch", total=total, failed=0, rate="")
+
+    def __enter__(self):
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.stop()
+
+    def advance(self, result: TaskResult) -> None:
+        self.failed += result.status != "completed"
+        done = self.bar.tasks[0].completed + 1
+        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        self.bar.update(self.task, advance=1, failed=self.failed, rate=f"{rate:.1f}/s")

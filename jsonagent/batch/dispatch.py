@@ -1,0 +1,173 @@
+"""The task function and the one dispatcher that both backends (local processes, Ray actors)
+plug into.
+
+Workers get a picklable agent factory, not an agent: each worker calls it once and reuses the
+agent, so a local model loads once per worker. Every worker runs `run_task`, one task at a
+time, so a task's clock starts when the task does. Only the parent writes the results file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..errors import BatchError, RunError, UserError
+from .files import Task, TaskResult, transcript_path
+
+_HUNG_AFTER = 10.0
+"""Seconds past its task's timeout after which a worker that has not answered is killed."""
+
+AgentFactory = Callable[[], Any]
+"""Returns an `Agent`; must pickle (a module-level function or a functools.partial of one)."""
+
+
+# -- the task function, the same in every backend ---------------------------------------------
+
+def run_task(agent: Any, task: Task, transcripts: Path | None = None,
+             worker: str | None = None, timeout: float | None = None) -> TaskResult:
+    """Run one task on a ready agent; every failure becomes a failed result, never a raise.
+    Past `timeout` seconds its run is cancelled: the tool in flight is stopped, and the
+    worker is free for the next task at once."""
+    start = time.perf_counter()
+    if transcripts is not None:
+        path = transcript_path(transcripts, task.id)
+        path.unlink(missing_ok=True)  # an attempt cut short earlier starts over
+        agent.transcript = path
+    line = TaskResult(id=task.id, status="failed", worker=worker or worker_name())
+    try:
+        from ..events import jsonable
+
+        result, timed_out = _run_within(agent, task, timeout)
+        line.answer, line.error = jsonable(result.answer), result.error
+        line.steps, line.usage = len(result.steps), result.usage
+        line.run_id, line.session_id = result.run_id or None, result.session_id or None
+        line.status = result.status
+        if timed_out and result.status == "interrupted":
+            line.status, line.error = "failed", f"timed out after {timeout:g} s"
+    except Exception as exc:
+        line.error = f"{type(exc).__name__}: {exc}"
+    if task.expect is not None:
+        text = line.answer if isinstance(line.answer, str) \
+            else json.dumps(line.answer, ensure_ascii=False)
+        line.ok = line.status == "completed" and task.expect in text
+    line.seconds = round(time.perf_counter() - start, 4)
+    return line
+
+
+def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, bool]:
+    """The task's run, cancelled once `timeout` seconds have passed; and whether it was."""
+    start, timer, fired = time.monotonic(), None, []
+    end = None
+    try:
+        for end in agent.iter(task.input, session=task.session):
+            if timer is None and timeout:  # the first event names the run
+                left = max(0.0, timeout - (time.monotonic() - start))
+                timer = threading.Timer(left, lambda run_id=end.run_id: fired.append(
+                    agent.cancel(run_id)))
+                timer.daemon = True
+                timer.start()
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return end.result, bool(fired)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fatal(exc: BaseException) -> tuple:
+    """A worker's one answer when its agent cannot be built: a UserError keeps its message
+    (and becomes a BatchError in the parent), anything else is named."""
+    user = isinstance(exc, UserError)
+    return ("fatal", str(exc) if user else
+            f"building the agent failed: {type(exc).__name__}: {exc}", user)
+
+
+def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
+    return TaskResult(id=task.id, status="failed", error=error, worker=worker,
+                      seconds=round(seconds, 4), ok=False if task.expect is not None else None)
+
+
+# -- one dispatcher for both backends ----------------------------------------------------------
+
+class Slot:
+    """One worker: a local process or a Ray actor, running at most one task."""
+
+    def __init__(self):
+        self.ready = False
+        self.name = ""
+        self.task: Task | None = None
+        self.started = 0.0
+        self.handle: Any = None
+        """The backend's own: (process, pipe) locally, the actor and its pending call on Ray."""
+
+
+class Backend(Protocol):
+    start_hint: str
+    """Appended to the error when a worker dies before its agent is built."""
+
+    def start(self) -> Slot: ...
+
+    def give(self, slot: Slot, task: Task) -> None: ...
+
+    def wait(self, slots: list[Slot], timeout: float | None) -> list[tuple[int, tuple]]:
+        """The messages that arrived within `timeout`, each keyed by `id(slot)`."""
+
+    def stop(self, slot: Slot, force: bool = False) -> None: ...
+
+
+def dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Backend,
+             emit: Callable[[TaskResult], None]) -> None:
+    """Keep every slot busy; a dead or overdue worker's task is failed and the worker replaced.
+
+    A worker answers ("ready", name) or ("fatal", message, is_user_error) once, then
+    ("done", result) per task; the backend reports ("dead", reason) when it is gone.
+    """
+    queue = deque(tasks)
+    slots = [backend.start() for _ in range(min(size, len(tasks)))]
+
+    def replace(slot: Slot, error: str) -> Slot | None:
+        backend.stop(slot, force=True)
+        if not slot.ready:
+            raise RunError(f"a batch worker died while building its agent: {error}"
+                           f"{backend.start_hint}")
+        if slot.task is not None:
+            emit(_failed(slot.task, error, slot.name, time.perf_counter() - slot.started))
+        return backend.start() if queue else None
+
+    try:
+        while queue or any(s.task for s in slots):
+            for s in slots:
+                if s.ready and s.task is None and queue:
+                    s.task, s.started = queue.popleft(), time.perf_counter()
+                    backend.give(s, s.task)
+            now = time.perf_counter()
+            # the worker cancels an overdue run itself; this is for a worker that hangs
+            limit = timeout + _HUNG_AFTER if timeout else None
+            deadlines = [s.started + limit - now for s in slots if s.task and limit]
+            news = dict(backend.wait(slots, max(0.0, min(deadlines)) if deadlines else None))
+            now = time.perf_counter()
+            for i, s in enumerate(slots):
+                msg = news.get(id(s))
+                if msg and msg[0] == "dead":
+                    slots[i] = replace(s, msg[1])
+                elif msg and msg[0] == "fatal":
+                    raise (BatchError if msg[2] else RunError)(msg[1])
+                elif msg and msg[0] == "ready":
+                    s.ready, s.name = True, msg[1]
+                elif msg and msg[0] == "done":
+                    s.task = None
+                    emit(TaskResult(**msg[1]))
+                elif s.task and limit and now - s.started >= limit:
+                    slots[i] = replace(s, f"timed out after {timeout:g} s")
+            slots = [s for s in slots if s is not None]
+    finally:
+        for s in slots:
+            backend.stop(s, force=s.task is not None)

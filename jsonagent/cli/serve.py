@@ -58,7 +58,7 @@ def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Addr
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=5, lifespan="on")
     typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "
-               f"{getattr(runner.front.model, 'name', '?')}, {workers} workers)", err=True)
+               f"{runner.front.deps.caps.name}, {workers} workers)", err=True)
     server = _server_class()(config)
     server.run()
     store.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..errors import BatchError, RunError, UserError
+from ..status import COMPLETED, FAILED, INTERRUPTED
 from .files import Task, TaskResult, transcript_path
 
 _HUNG_AFTER = 10.0
@@ -39,7 +40,7 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         path = transcript_path(transcripts, task.id)
         path.unlink(missing_ok=True)  # an attempt cut short earlier starts over
         agent.transcript = path
-    line = TaskResult(id=task.id, status="failed", worker=worker or worker_name())
+    line = TaskResult(id=task.id, status=FAILED, worker=worker or worker_name())
     try:
         from ..events import jsonable
 
@@ -48,14 +49,14 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         line.steps, line.usage = len(result.steps), result.usage
         line.run_id, line.session_id = result.run_id or None, result.session_id or None
         line.status = result.status
-        if timed_out and result.status == "interrupted":
-            line.status, line.error = "failed", f"timed out after {timeout:g} s"
+        if timed_out and result.status == INTERRUPTED:
+            line.status, line.error = FAILED, f"timed out after {timeout:g} s"
     except Exception as exc:
         line.error = f"{type(exc).__name__}: {exc}"
     if task.expect is not None:
         text = line.answer if isinstance(line.answer, str) \
             else json.dumps(line.answer, ensure_ascii=False)
-        line.ok = line.status == "completed" and task.expect in text
+        line.ok = line.status == COMPLETED and task.expect in text
     line.seconds = round(time.perf_counter() - start, 4)
     return line
 
@@ -91,7 +92,7 @@ def fatal(exc: BaseException) -> tuple:
 
 
 def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
-    return TaskResult(id=task.id, status="failed", error=error, worker=worker,
+    return TaskResult(id=task.id, status=FAILED, error=error, worker=worker,
                       seconds=round(seconds, 4), ok=False if task.expect is not None else None)
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from ..errors import BatchError, read_text
 from ..models import Usage
+from ..status import COMPLETED, FAILED
 
 
 class Task(BaseModel):
@@ -74,7 +75,7 @@ class BatchSummary(BaseModel):
 
     @property
     def all_completed(self) -> bool:
-        return self.missing == 0 and set(self.counts) <= {"completed"}
+        return self.missing == 0 and set(self.counts) <= {COMPLETED}
 
 
 def read_tasks(path: str | Path) -> list[Task]:
@@ -192,7 +193,7 @@ def transcript_path(directory: Path, task_id: str) -> Path:
 
 def to_retry(previous: list[dict]) -> set[str]:
     """The ids whose result failed: `retry_failed` drops their lines and runs them again."""
-    return {r["id"] for r in previous if r["status"] == "failed"}
+    return {r["id"] for r in previous if r["status"] == FAILED}
 
 
 def to_run(tasks: list[Task], previous: list[dict], retry_failed: bool = False) -> list[Task]:

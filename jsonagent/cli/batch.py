@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from ..status import COMPLETED
 from .exits import guarded, fail
 from .options import RunOptions, run_options
 
@@ -120,7 +121,7 @@ class _Progress:
         self.bar.stop()
 
     def advance(self, result: TaskResult) -> None:
-        self.failed += result.status != "completed"
+        self.failed += result.status != COMPLETED
         done = self.bar.tasks[0].completed + 1
         rate = done / max(time.perf_counter() - self.start, 1e-9)
         self.bar.update(self.task, advance=1, failed=self.failed, rate=f"{rate:.1f}/s")

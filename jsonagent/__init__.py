@@ -26,7 +26,7 @@ _EXPORTS = {
     "RunResult": "result",
     "RunState": "state",
     "Session": "session",
-    "SessionBusy": "store",
+    "SessionBusy": "errors",
     "SpecError": "errors",
     "Step": "envelope",
     "StepRecord": "result",
@@ -68,11 +68,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .config import AgentConfig
     from .envelope import Step, parse_reply
     from .errors import (Cancelled, ConfigError, JsonAgentError, ModelError,
-                         ResponseFormatRejected, RunError, SpecError, ToolError, UserError)
+                         ResponseFormatRejected, RunError, SessionBusy, SpecError, ToolError,
+                         UserError)
     from .hooks import ToolCall, Veto
     from .session import Session
     from .state import Pending, RunState
-    from .store import SessionBusy, Store, open_store
+    from .store import Store, open_store
     from .journal import read_journal
     from .models import Model, ModelReply, Usage
     from .result import RunResult, StepRecord

@@ -4,17 +4,23 @@
     ├── UserError                 the developer's mistake: fix the code or config and rerun
     │   ├── SpecError             a tool spec is malformed (names file, index, tool, pointer)
     │   ├── ConfigError           a bad flag, missing key, unknown model, unreadable file
-    │   └── BatchError            a batch cannot start: a bad task or results file, no Ray
+    │   │   └── Unknown           no such run (HTTP 404)
+    │   ├── BatchError            a batch cannot start: a bad task or results file, no Ray
+    │   └── Unreadable            a spec file `tools lint` cannot read or parse (exit 2)
     └── RunError                  something failed while a run was going
         ├── ModelError            the model endpoint failed after its retries
         │   └── ResponseFormatRejected   the endpoint refused our response_format (4xx)
-        └── ToolError             raised by a tool to send a clean message back to the model
+        ├── ToolError             raised by a tool to send a clean message back to the model
+        ├── HookError             a hook raised: the run ends failed, naming the hook
+        ├── SessionBusy           the session has a run going, queued or waiting for a person
+        └── Conflict              the run is not in a state that allows this (HTTP 409)
 
     Cancelled (a BaseException, like KeyboardInterrupt: no `except Exception` swallows it)
                                   the run was cancelled while it waited (cancel.py)
 
 Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
-whose text is what the model reads on the re-ask.
+whose text is what the model reads on the re-ask. The sandbox package has its own tree
+(`sandbox.errors`); the agent turns a sandbox that refuses to start into a ConfigError.
 """
 
 from __future__ import annotations
@@ -55,6 +61,26 @@ class ResponseFormatRejected(ModelError):
 
 class ToolError(RunError):
     """Raise inside a tool: the message becomes the observation, without a traceback."""
+
+
+class HookError(RunError):
+    pass
+
+
+class SessionBusy(RunError):
+    """Another run of this session is going, queued, or waiting for a person."""
+
+
+class Conflict(RunError):
+    """The run is not in a state that allows this (HTTP 409)."""
+
+
+class Unknown(ConfigError):
+    """No such run (HTTP 404)."""
+
+
+class Unreadable(UserError):
+    """A file that cannot be read or parsed at all (`tools lint` exits 2 for it)."""
 
 
 class Cancelled(BaseException):

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
-from .models import Usage
+from .usage import Usage
 from .state import Pending
 
 SCHEMA_VERSION = 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import RunError
+from .errors import HookError
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,6 @@ class Veto:
     """Returned by `before_tool`: the call does not run, and the model reads `message`."""
 
     message: str
-
-
-class HookError(RunError):
-    pass
 
 
 class Hooks:

@@ -3,7 +3,7 @@
 It orchestrates only: parsing lives in envelope, tools in tools/, the record in the
 consumers of its events (journal, store, display). A run ends because of its data: the
 task-complete tool was called, the steps ran out, or a step waits for a person
-(`RunEnd(status="needs_human")`, after which the state says what it waits for).
+(a RunEnd whose status is needs_human, after which the state says what it waits for).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from typing import Any, Callable, Iterator
 from . import events as ev
 from .config import AgentConfig
 from .errors import RunError
-from .models import Capabilities, Model, Usage, capabilities
+from .models import Capabilities, Model, capabilities
+from .usage import Usage
 from .prompt import note
 from .state import Message, RunState, to_json
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .models import Usage
+from .usage import Usage
 from .state import Pending, Stats, StepRecord
 from .status import COMPLETED
 from .status import Result as Status

@@ -15,13 +15,12 @@ from . import events as ev
 from .bridge import bridge, drain
 from .cancel import CancelToken, on_caller
 from .journal import Journal
-from .errors import ConfigError
+from .errors import ConfigError, SessionBusy
 from .loop import Loop, Resume
 from .prompt import note
 from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
 from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING
-from .store import SessionBusy
 from .tools.tool import RunContext
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from .models import Usage
+from .usage import Usage
 from .status import RUNNING
 
 Role = Literal["system", "user", "assistant", "observation"]

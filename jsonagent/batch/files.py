@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import BatchError, read_text
-from ..models import Usage
+from ..usage import Usage
 from ..status import COMPLETED, FAILED
 
 

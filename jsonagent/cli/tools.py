@@ -150,7 +150,8 @@ def tools_lint(paths: Annotated[list[Path], typer.Argument(help="Spec files or d
                    "--strict", help="Check every spec for OpenAI strict mode, not only those "
                                     "that say \"strict\": true.")] = False):
     """Report what specs get wrong even when they load; exit 1 on any finding."""
-    from ..tools.lint import Unreadable, lint_file, spec_paths
+    from ..errors import Unreadable
+    from ..tools.lint import lint_file, spec_paths
 
     findings = unreadable = 0
     files = spec_paths(paths)

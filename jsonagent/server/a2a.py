@@ -21,8 +21,7 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
-from ..store import SessionBusy
-from .runner import Conflict, Unknown
+from ..errors import Conflict, SessionBusy, Unknown
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

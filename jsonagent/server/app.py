@@ -23,15 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import status as status_table
 from ..status import (INTERRUPTED, NEEDS_HUMAN, RESULTS, RUNNING, SERVER_FINAL,
                       SERVER_STATUSES, server_status)
-from ..store import SessionBusy
-from .runner import Conflict, Runner, Unknown, public_status
+from ..errors import Conflict, SessionBusy, Unknown
+from .runner import Runner, public_status
 
 MAX_BODY = 1 << 20
 """Bytes a request body may hold."""
 OPEN_PATHS = ("/", "/healthz", "/page/")
 """What answers without the token: the static page (it asks for the token) and the probe."""
 STATUSES = SERVER_STATUSES
-STORED = {**status_table.STORED, "in_progress": (RUNNING, INTERRUPTED)}
+STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
 """The store's statuses behind each of the server's: a server's run whose process died is
 stored as running, and shown in_progress, since a restarted server takes it over."""
 

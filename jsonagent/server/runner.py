@@ -14,11 +14,10 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Conflict, SessionBusy, Unknown
 from ..session import Session
 from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
                       server_status)
-from ..store import SessionBusy
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -29,14 +28,6 @@ log = logging.getLogger("jsonagent.server")
 # Events after which a stopping server may let go of a run: its state is checkpointed there,
 # so the next start resumes it from that point.
 SAFE_STOPS = {"run_start", "run_resumed", "tool_result"}
-
-
-class Conflict(Exception):
-    """The run is not in a state that allows this (HTTP 409)."""
-
-
-class Unknown(Exception):
-    """No such run (HTTP 404)."""
 
 
 def public_status(info: RunInfo) -> str:

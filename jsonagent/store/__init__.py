@@ -14,13 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..errors import RunError
+from ..errors import SessionBusy
 from ..home import home
 from ..state import RunState
-
-
-class SessionBusy(RunError):
-    """Another process is running a run of this session."""
 
 
 @dataclass(frozen=True)

@@ -153,23 +153,33 @@ class SQLiteStore:
             return sid
 
     def find_session(self, name_or_id: str) -> SessionInfo | None:
-        rows = [s for s in self.sessions() if name_or_id in (s.name, s.id)]
-        return rows[0] if rows else None
+        found = self._sessions("WHERE s.name = ? OR s.id = ?", (name_or_id, name_or_id))
+        return found[0] if found else None
 
     def sessions(self) -> list[SessionInfo]:
-        rows = self._read("""
-            SELECT s.id, s.name, s.created_at, s.updated_at, COUNT(r.id) AS runs,
-                   (SELECT id FROM runs WHERE session_id = s.id
-                    ORDER BY created_at DESC, rowid DESC LIMIT 1) AS last_run
-            FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
-            GROUP BY s.id ORDER BY s.updated_at DESC""")
-        out = []
-        for r in rows:
-            last = self.load_run(r["last_run"]) if r["last_run"] else None
-            out.append(SessionInfo(id=r["id"], name=r["name"], created_at=r["created_at"],
-                                   updated_at=r["updated_at"], runs=r["runs"],
-                                   last_run=r["last_run"], last_status=last and last.status))
-        return out
+        return self._sessions()
+
+    def _sessions(self, where: str = "", args: tuple = ()) -> list[SessionInfo]:
+        """Sessions with their run count and last run, from the indexed columns alone (no
+        run's state is parsed)."""
+        rows = self._read(f"""
+            SELECT s.id, s.name, s.created_at, s.updated_at,
+                   (SELECT COUNT(*) FROM runs WHERE session_id = s.id) AS runs,
+                   l.id AS last_run, l.status, l.owner, l.heartbeat_at
+            FROM sessions s LEFT JOIN runs l ON l.id = (
+                SELECT id FROM runs WHERE session_id = s.id
+                ORDER BY created_at DESC, rowid DESC LIMIT 1)
+            {where} ORDER BY s.updated_at DESC""", args)
+        return [SessionInfo(id=r["id"], name=r["name"], created_at=r["created_at"],
+                            updated_at=r["updated_at"], runs=r["runs"], last_run=r["last_run"],
+                            last_status=r["status"] and self._live(r)) for r in rows]
+
+    @staticmethod
+    def _live(row: dict[str, Any]) -> str:
+        """A run's status, where a running run whose process died is interrupted."""
+        if row["status"] == RUNNING and not _owner(row["owner"]).alive(row["heartbeat_at"]):
+            return INTERRUPTED
+        return row["status"]
 
     def delete_session(self, session_id: str) -> None:
         with self._tx() as db:
@@ -242,7 +252,7 @@ class SQLiteStore:
         who = _owner(owner)
         if who.alive(beat):
             raise _Busy(f"run {run_id} is running (pid {who.pid} on {who.host})")
-        db.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+        db.execute("UPDATE runs SET status = ? WHERE id = ?", (INTERRUPTED, run_id))
 
     def _retry(self, claim: Callable[[sqlite3.Connection], RunState], wait_s: float) -> RunState:
         deadline = time.monotonic() + wait_s
@@ -291,9 +301,11 @@ class SQLiteStore:
         if session_id:
             where.append("r.session_id = ?")
             args.append(session_id)
-        if wanted and INTERRUPTED not in wanted:
-            where.append(f"r.status IN ({', '.join('?' * len(wanted))})")
-            args.extend(wanted)
+        # an interrupted run may be stored as running (its process died): read those too
+        stored = (*wanted, RUNNING) if INTERRUPTED in wanted else wanted
+        if stored:
+            where.append(f"r.status IN ({', '.join('?' * len(stored))})")
+            args.extend(stored)
         if served is not None:
             where.append("r.served = ?")
             args.append(int(served))
@@ -310,9 +322,9 @@ class SQLiteStore:
         """Queue a waiting run again with a person's decision; False when it no longer
         waits (each decision is taken once)."""
         with self._tx() as db:
-            cur = db.execute("UPDATE runs SET status = 'queued', decision = ?, updated_at = ? "
-                             "WHERE id = ? AND status = 'needs_human'",
-                             (json.dumps(decision), time.time(), run_id))
+            cur = db.execute("UPDATE runs SET status = ?, decision = ?, updated_at = ? "
+                             "WHERE id = ? AND status = ?",
+                             (QUEUED, json.dumps(decision), time.time(), run_id, NEEDS_HUMAN))
             return cur.rowcount == 1
 
     def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
@@ -337,9 +349,8 @@ class SQLiteStore:
             return True
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
-        status = orphaned = row["status"]
-        if status == RUNNING and not _owner(row["owner"]).alive(row["heartbeat_at"]):
-            status = INTERRUPTED
+        orphaned = row["status"]
+        status = self._live(row)
         state = RunState.model_validate_json(row["state"])
         state.status = status
         return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import SpecError
+from ..errors import SpecError, Unreadable
 from .specs import ToolSpec, _pointer, json_type
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -31,10 +31,6 @@ _TYPE_OK = {
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
-
-
-class Unreadable(Exception):
-    """A file lint cannot read or parse at all (exit 2, not a finding)."""
 
 
 def spec_paths(paths: list[Path]) -> list[Path]:

@@ -185,7 +185,7 @@ class Loop:
             if answer is not None:
                 yield self._end(COMPLETED, answer=answer[0])
             else:
-                yield self._record(record)
+                yield self._tool_result(record)
             return
         if record.tool in self.confirm and decision is None:
             verdict = self.approve(record.tool, record.args) if self.approve else None
@@ -199,7 +199,7 @@ class Loop:
             if not decision[0]:
                 reason = f": {decision[1]}" if decision[1] else ""
                 record.observation, record.error = {"error": note("denied", reason=reason)}, True
-                yield self._record(record, note_)
+                yield self._tool_result(record, note_)
                 return
         call = self.hooks.before_tool(self.s, ToolCall(record.tool, record.args))
         t0 = time.perf_counter()
@@ -223,7 +223,7 @@ class Loop:
         if verdict is not None and verdict.action == "warn":
             notes.append(note(f"stall_{verdict.kind}", count=verdict.count,
                               final=self.toolset.final.name))
-        yield self._record(record, " ".join(filter(None, notes)) or None)
+        yield self._tool_result(record, " ".join(filter(None, notes)) or None)
         if verdict is not None and verdict.action == "stop":
             yield self._end(STALLED, error=f"the model repeated itself (the same {verdict.kind} "
                             f"{verdict.count} times): {record.tool} "
@@ -262,7 +262,7 @@ class Loop:
             return {"error": f"{type(exc).__name__}: {exc}"}, True
         return (out if isinstance(out, Pending) else ev.jsonable(out)), False
 
-    def _record(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
+    def _tool_result(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
         self._observe(record.tool, record.observation, note_)
         return self._event(ev.ToolResult(step=record.index, tool=record.tool,
                                          observation=record.observation, error=record.error,
@@ -304,7 +304,7 @@ class Loop:
         record = s.steps[-1]
         if pending.kind == "question":
             record.observation = resume.answer
-            yield self._record(record, restarted)
+            yield self._tool_result(record, restarted)
         else:
             yield from self._act(record, decision=(bool(resume.approved), resume.reason),
                                  note_=restarted)
@@ -317,7 +317,7 @@ class Loop:
         if s.in_flight and s.status == RUNNING:
             record = s.steps[-1]
             record.observation, record.error = {"error": note(note_key)}, True
-            yield self._record(record)
+            yield self._tool_result(record)
         yield self._end(INTERRUPTED, error=why)
 
     def _pause(self, pending: Pending) -> ev.RunEnd:

@@ -179,7 +179,7 @@ class Session:
                 return
             interrupt = None
             try:
-                self._record(event, state)
+                self._hand_to_records(event, state)
             except KeyboardInterrupt as exc:
                 if isinstance(event, ev.RunEnd):
                     raise
@@ -187,7 +187,7 @@ class Session:
                 continue
             yield event
 
-    def _record(self, event: ev.Event, state: RunState) -> None:
+    def _hand_to_records(self, event: ev.Event, state: RunState) -> None:
         if self.store is not None:
             self.store.record(event, state)
         if self._journal is not None:

@@ -46,10 +46,10 @@ def jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, ensure_ascii=False, default=fallback))
 
 
-_record = dataclass(slots=True, kw_only=True)
+_slotted = dataclass(slots=True, kw_only=True)
 
 
-@_record
+@_slotted
 class Event:
     v: int = SCHEMA_VERSION
     run_id: str = ""
@@ -68,7 +68,7 @@ def _adapter(cls: type) -> TypeAdapter:
     return TypeAdapter(cls)
 
 
-@_record
+@_slotted
 class RunStart(Event):
     type: Literal["run_start"] = "run_start"
     question: str
@@ -80,7 +80,7 @@ class RunStart(Event):
     tools: list[str]
 
 
-@_record
+@_slotted
 class RunResumed(Event):
     type: Literal["run_resumed"] = "run_resumed"
     answer: str | None = None
@@ -92,7 +92,7 @@ class RunResumed(Event):
     """What the model was told about the pause (a restarted code interpreter)."""
 
 
-@_record
+@_slotted
 class ModelCall(Event):
     type: Literal["model_reply"] = "model_reply"
     step: int
@@ -104,7 +104,7 @@ class ModelCall(Event):
     json_mode: str
 
 
-@_record
+@_slotted
 class Reask(Event):
     type: Literal["reask"] = "reask"
     step: int
@@ -113,7 +113,7 @@ class Reask(Event):
     problem: str
 
 
-@_record
+@_slotted
 class JsonModeChange(Event):
     type: Literal["json_mode"] = "json_mode"
     old: str
@@ -121,7 +121,7 @@ class JsonModeChange(Event):
     reason: str
 
 
-@_record
+@_slotted
 class StepTaken(Event):
     type: Literal["step"] = "step"
     step: int
@@ -131,7 +131,7 @@ class StepTaken(Event):
     repairs: list[str]
 
 
-@_record
+@_slotted
 class Approval(Event):
     type: Literal["approval"] = "approval"
     step: int
@@ -140,7 +140,7 @@ class Approval(Event):
     reason: str | None = None
 
 
-@_record
+@_slotted
 class ToolResult(Event):
     type: Literal["tool_result"] = "tool_result"
     step: int
@@ -152,7 +152,7 @@ class ToolResult(Event):
     """What the loop added for the model beside the observation."""
 
 
-@_record
+@_slotted
 class SummaryCall(Event):
     """One request that condensed older messages for the context (memory.py)."""
 
@@ -168,7 +168,7 @@ class SummaryCall(Event):
     latency_s: float
 
 
-@_record
+@_slotted
 class ContextChange(Event):
     """The context was compacted to stay under the budget; the stored history is untouched."""
 
@@ -187,7 +187,7 @@ class ContextChange(Event):
     reason: str | None = None
 
 
-@_record
+@_slotted
 class RunEnd(Event):
     """The last event of a run, or of one stretch of it when it pauses (needs_human)."""
 

@@ -1,0 +1,128 @@
+"""The REST API under /v1: runs, their events as a stream, sessions. Each route reads the
+store or asks the `Runner` the app holds (`app.state.runner`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+
+from .. import status as status_table
+from ..errors import Unknown
+from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
+from .runner import Runner, public_status
+from .shapes import RespondIn, RunIn, error, run_view, session_view
+
+STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
+"""The store's statuses behind each of the server's: a server's run whose process died is
+stored as running, and shown in_progress, since a restarted server takes it over."""
+
+
+def _runner(request: Request) -> Runner:
+    return request.app.state.runner
+
+
+Runs = Annotated[Runner, Depends(_runner)]
+router = APIRouter(prefix="/v1")
+
+
+@router.post("/runs", status_code=201)
+def create_run(body: RunIn, runner: Runs) -> dict[str, Any]:
+    run_id = runner.submit(body.input, body.session, body.max_steps)
+    return run_view(runner.get(run_id))
+
+
+@router.get("/runs")
+def list_runs(runner: Runs,
+              status: Literal[SERVER_STATUSES] | None = None,  # type: ignore[valid-type]
+              session: str | None = Query(None, max_length=200),
+              limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0)):
+    store, session_id = runner.store, None
+    if session is not None:
+        found = store.find_session(session)
+        if found is None:
+            return {"data": [], "limit": limit, "offset": offset, "has_more": False}
+        session_id = found.id
+    if status is None:
+        infos = store.runs(session_id, limit=limit + 1, offset=offset)
+    elif not {RUNNING, INTERRUPTED} & set(STORED[status]):  # the store pages it
+        infos = store.runs(session_id, STORED[status], limit=limit + 1, offset=offset)
+    else:  # whether a run was orphaned decides between in_progress and cancelled
+        infos = [i for i in store.runs(session_id, STORED[status], limit=10 ** 9)
+                 if public_status(i) == status][offset:offset + limit + 1]
+    return {"data": [run_view(i) for i in infos[:limit]], "limit": limit, "offset": offset,
+            "has_more": len(infos) > limit}
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: str, runner: Runs) -> dict[str, Any]:
+    return run_view(runner.get(run_id))
+
+
+@router.post("/runs/{run_id}/respond", status_code=202)
+def respond(run_id: str, body: RespondIn, runner: Runs) -> dict[str, Any]:
+    try:
+        runner.respond(run_id, body.answer, body.approve, body.reason)
+    except ValueError as exc:
+        return error(422, str(exc))
+    return run_view(runner.get(run_id))
+
+
+@router.post("/runs/{run_id}/cancel", status_code=202)
+def cancel(run_id: str, runner: Runs) -> dict[str, Any]:
+    runner.cancel(run_id)
+    return run_view(runner.get(run_id))
+
+
+@router.get("/runs/{run_id}/events")
+async def events(run_id: str, request: Request, runner: Runs,
+                 last_event_id: str | None = Header(None, alias="Last-Event-ID")):
+    from sse_starlette.sse import EventSourceResponse
+
+    await asyncio.to_thread(runner.get, run_id)  # 404 before the stream starts
+    try:
+        after = max(0, int(last_event_id or 0))
+    except ValueError:
+        return error(422, "Last-Event-ID: not an event number")
+    return EventSourceResponse(_stream(runner, run_id, after, request), ping=10)
+
+
+async def _stream(runner: Runner, run_id: str, after: int, request: Request):
+    """Every event after `after`, as it is recorded; the stream ends with the run (a pause
+    is not an end)."""
+    store = runner.store
+    while not runner.stopping.is_set():
+        batch = await asyncio.to_thread(store.events, run_id, None, after)
+        for event in batch:
+            after = event["seq"]
+            yield {"id": str(event["seq"]), "event": event["type"],
+                   "data": json.dumps(event, ensure_ascii=False)}
+            if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
+                return
+        if not batch:
+            info = await asyncio.to_thread(runner.get, run_id)
+            if public_status(info) in SERVER_FINAL and not \
+                    await asyncio.to_thread(store.events, run_id, None, after):
+                return
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(0.1)
+
+
+@router.get("/sessions")
+def list_sessions(runner: Runs, limit: int = Query(50, ge=1, le=500),
+                  offset: int = Query(0, ge=0)):
+    rows = runner.store.sessions()
+    return {"data": [session_view(s) for s in rows[offset:offset + limit]],
+            "limit": limit, "offset": offset, "has_more": len(rows) > offset + limit}
+
+
+@router.get("/sessions/{name:path}")
+def get_session(name: str, runner: Runs):
+    info = runner.store.find_session(name)
+    if info is None:
+        raise Unknown(f"no session {name}")
+    runs = runner.store.runs(info.id, limit=200)
+    return session_view(info) | {"data": [run_view(i) for i in runs]}

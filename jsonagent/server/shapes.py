@@ -1,0 +1,65 @@
+"""What goes over the wire: the request bodies, and the views of runs and sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..status import NEEDS_HUMAN, RESULTS, server_status
+from .runner import public_status
+
+
+class RunIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(min_length=1, max_length=200_000)
+    """The task, in plain words."""
+    session: str | None = Field(None, min_length=1, max_length=200)
+    """Continue (or start) this named conversation."""
+    max_steps: int | None = Field(None, ge=1, le=1000)
+
+
+class RespondIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str | None = Field(None, max_length=200_000)
+    """The answer to the run's question."""
+    approve: bool | None = None
+    """The decision on the run's pending call."""
+    reason: str | None = Field(None, max_length=10_000)
+    """Why the call is refused; the model reads it."""
+
+    @model_validator(mode="after")
+    def _one(self) -> RespondIn:
+        if (self.answer is None) == (self.approve is None):
+            raise ValueError('send either {"answer": "..."} or {"approve": true|false}')
+        return self
+
+
+def run_view(info: Any) -> dict[str, Any]:
+    state = info.state
+    status = public_status(info)
+    return {
+        "id": info.id, "session": info.session or info.session_id, "session_id": info.session_id,
+        "status": status, "input": info.question,
+        "created_at": info.created_at, "updated_at": info.updated_at,
+        "steps": [{"index": s.index, "thought": s.thought, "tool": s.tool, "args": s.args,
+                   "observation": s.observation, "error": s.error,
+                   "seconds": round(s.model_s + s.tool_s, 4)} for s in state.steps],
+        "answer": state.answer, "error": state.error, "usage": state.usage.model_dump(),
+        "result_status": state.status if state.status in RESULTS else None,
+        "required_action": state.pending.model_dump()
+        if status == server_status(NEEDS_HUMAN) and state.pending else None,
+    }
+
+
+def session_view(info: Any) -> dict[str, Any]:
+    return {"id": info.id, "name": info.name, "runs": info.runs, "last_run": info.last_run,
+            "last_status": info.last_status, "created_at": info.created_at,
+            "updated_at": info.updated_at}
+
+
+def error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)

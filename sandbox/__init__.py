@@ -1,15 +1,15 @@
 """A kernel-isolated, stateful Python interpreter for code written by a language model."""
 
-from sandbox.errors import (
+from .errors import (
     IsolationUnavailable,
     IsolationWarning,
     SandboxClosed,
     SandboxError,
     SandboxStartError,
 )
-from sandbox.limits import Limits
-from sandbox.result import ExecResult, IsolationReport
-from sandbox.supervisor import Sandbox
+from .limits import Limits
+from .result import ExecResult, IsolationReport
+from .supervisor import Sandbox
 
 __all__ = [
     "ExecResult",

@@ -21,25 +21,25 @@ def main(config_json: str) -> None:
     warnings: list[str] = []
     namespaces: list[str] = []
     if cfg.get("pids_cgroup"):
-        from sandbox import cgroup
+        from . import cgroup
         if not cgroup.join(cfg["pids_cgroup"]):
             warnings.append("joining the pids cgroup failed")
             cfg["pids_cgroup"] = None
     if sys.platform.startswith("linux") and "namespaces" not in cfg["disable"]:
-        from sandbox.isolation import enter_namespaces
+        from .isolation import enter_namespaces
         namespaces = enter_namespaces(cfg["network"], warnings)
     elif sys.platform.startswith("linux"):
         warnings.append("namespaces disabled by the caller")
     else:
         warnings.append(f"no kernel isolation on {sys.platform}")
 
-    from sandbox import reaper
+    from . import reaper
     if "pid" not in namespaces:
         reaper.main(cfg, namespaces, warnings)
         return
     pid = os.fork()
     if pid == 0:
-        from sandbox import linux
+        from . import linux
         try:
             linux.prctl(linux.PR_SET_PDEATHSIG, 9)  # if this outer process is killed, the namespace dies
             reaper.main(cfg, namespaces, warnings)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sandbox import linux
+from . import linux
 
 # Read-only for the code: the system's libraries and tools, and the interpreter's own tree.
 SYSTEM_READ_ONLY = [
@@ -107,8 +107,8 @@ def interpreter_paths() -> list[str]:
 def confine(workdir: str, memory_mb: int, limits, network: bool, disable: set[str],
             shm: bool, user_ns: bool, host_uid: int, warnings: list[str]) -> dict:
     """Worker side, before any user code: rlimits, Landlock, capabilities, seccomp."""
-    from sandbox import landlock, seccomp
-    from sandbox.limits import apply
+    from . import landlock, seccomp
+    from .limits import apply
 
     done: dict = {"rlimits": {}, "landlock": None, "seccomp": False, "caps_dropped": False}
     if "rlimits" not in disable:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sandbox import linux
+from . import linux
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # same number on every arch
 _CREATE_RULESET_VERSION = 1

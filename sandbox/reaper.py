@@ -23,7 +23,7 @@ import select
 import signal
 import sys
 
-from sandbox import protocol, workdir
+from . import protocol, workdir
 
 _OOM_FIRST = "1000"
 
@@ -46,11 +46,11 @@ class Reaper:
     def prepare(self) -> None:
         limits = self.cfg["limits"]
         if "mount" in self.namespaces:
-            from sandbox.isolation import mount_private
+            from .isolation import mount_private
             self.mounts = mount_private(self.root, limits["disk_mb"], limits["max_files"],
                                         self.pid_ns, self.warnings)
         if "uts" in self.namespaces:
-            from sandbox import linux
+            from . import linux
             try:
                 linux.sethostname("sandbox")
             except OSError:
@@ -67,7 +67,7 @@ class Reaper:
             pass
         self.baseline = workdir.snapshot(self.root_fd, limits["max_files"])
         if sys.platform.startswith("linux"):
-            from sandbox import linux
+            from . import linux
             linux.prctl(linux.PR_SET_DUMPABLE, 0)  # no /proc/1/mem, environ or fd for the worker
             if not self.pid_ns:
                 linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
@@ -76,7 +76,7 @@ class Reaper:
         pid = os.fork()
         if pid == 0:
             try:
-                from sandbox import worker
+                from . import worker
                 os.close(self.fds["rcmd"])
                 os.close(self.fds["rres"])
                 if self.mounts["host_fd"] is not None:

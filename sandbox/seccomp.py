@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 
-from sandbox import linux
+from . import linux
 
 _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000

@@ -31,14 +31,18 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable
 
-from sandbox import cgroup, protocol
-from sandbox.errors import IsolationUnavailable, IsolationWarning, SandboxClosed, SandboxStartError
-from sandbox.limits import Limits
-from sandbox.result import ExecResult, IsolationReport
+from . import cgroup, protocol
+from .errors import IsolationUnavailable, IsolationWarning, SandboxClosed, SandboxStartError
+from .limits import Limits
+from .result import ExecResult, IsolationReport
 
 _PKG_DIR = str(Path(__file__).resolve().parent)
-_BOOTSTRAP = ("import sys,types;p=types.ModuleType('sandbox');p.__path__=[sys.argv[1]];"
-              "sys.modules['sandbox']=p;from sandbox.boot import main;main(sys.argv[2])")
+# The child loads this package from its directory under a private name: its modules import
+# one another relatively, so any name serves, and this one leaves `sandbox` free for the code
+# it runs (it may have a package of that name installed).
+_BOOTSTRAP = ("import sys,types;p=types.ModuleType('_jsonagent_sandbox');p.__path__=[sys.argv[1]];"
+              "sys.modules['_jsonagent_sandbox']=p;from _jsonagent_sandbox.boot import main;"
+              "main(sys.argv[2])")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                 "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "RAYON_NUM_THREADS")
 _STARTUP_TIMEOUT = 30.0

@@ -19,7 +19,7 @@ import sys
 import traceback
 import types
 
-from sandbox import protocol
+from . import protocol
 
 _KEEP_FD_FLOOR = 100  # private duplicates live above the fds user code usually touches
 
@@ -140,7 +140,7 @@ def main(cfg: dict, namespaces: list[str], shm: bool) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.setpgid(0, 0)  # kill(0, ...) in a cell reaches the cell's own processes, not the reaper
     if sys.platform.startswith("linux"):
-        from sandbox import linux
+        from . import linux
         linux.prctl(linux.PR_SET_PDEATHSIG, 9)
         try:
             with open("/proc/self/oom_score_adj", "w") as f:
@@ -158,12 +158,12 @@ def main(cfg: dict, namespaces: list[str], shm: bool) -> None:
     root = cfg["workdir"]
     os.chdir(root)
     if sys.platform.startswith("linux"):
-        from sandbox.isolation import confine
-        from sandbox.limits import Limits
+        from .isolation import confine
+        from .limits import Limits
         confined = confine(root, cfg["memory_mb"], Limits(**cfg["limits"]), cfg["network"],
                            set(cfg["disable"]), shm, "user" in namespaces, cfg["host_uid"], warnings)
     else:
-        from sandbox.limits import Limits, apply
+        from .limits import Limits, apply
         confined["rlimits"] = apply(Limits(**cfg["limits"]), cfg["memory_mb"])
     sys.path[:] = [root] + [p for p in sys.path if p]  # like Jupyter: the workdir is importable
     worker.serve({"op": "hello", **confined, "warnings": warnings})

@@ -30,7 +30,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from sandbox import Sandbox
+    from jsonagent.bundled import sandbox
+    Sandbox = sandbox.Sandbox
 
     cold, close = [], []
     for _ in range(args.runs):

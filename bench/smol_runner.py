@@ -64,7 +64,8 @@ def make_tools(ctx: RunContext, human) -> list:
 
 
 def run_task(task, model, max_steps: int) -> dict:
-    from sandbox import Sandbox
+    from jsonagent.bundled import sandbox
+    Sandbox = sandbox.Sandbox
 
     ctx = RunContext(sandbox_factory=lambda: Sandbox(timeout=30.0))
     agent = ToolCallingAgent(tools=make_tools(ctx, scripted_human(task)), model=model,

@@ -240,8 +240,8 @@ class Agent:
 
 
 def _default_sandbox(config: AgentConfig):
-    from sandbox import Sandbox
-    from sandbox.errors import IsolationUnavailable
+    from .bundled import sandbox
+    Sandbox, IsolationUnavailable = sandbox.Sandbox, sandbox.IsolationUnavailable
 
     try:
         return Sandbox(timeout=config.sandbox_timeout, require_isolation=config.require_isolation)

@@ -64,9 +64,9 @@ def test_chat_session_keeps_the_interpreter_between_questions():
 
 
 def test_strict_sandbox_refuses_or_runs_fully_isolated():
-    from sandbox import Sandbox
+    from jsonagent.bundled import sandbox
 
-    with Sandbox() as sb:
+    with sandbox.Sandbox() as sb:
         complete = not sb.isolation.warnings
     r = Agent(model=ScriptedModel([code("print(1)"), DONE]),
               config=AgentConfig(require_isolation=True)).run("x")

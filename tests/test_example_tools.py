@@ -3,15 +3,13 @@ on 127.0.0.1 that stand in for OpenWeather, Tavily and Wikipedia."""
 
 import json
 import time
-from importlib.resources import files
-from pathlib import Path
 
 import pytest
 
-from jsonagent import RunContext, SpecError, ToolError, Toolset
+from jsonagent import RunContext, SpecError, ToolError, Toolset, bundled
 from http_fakes import FakeAPI
 
-EXAMPLES = Path(str(files("tool_specs").joinpath("examples")))
+EXAMPLES = bundled.path("tool_specs", "examples")
 
 
 def load(name: str, tmp_path=None, host: str | None = None, real: str | None = None):

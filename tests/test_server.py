@@ -19,6 +19,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("sse_starlette")
 pytest.importorskip("a2a")  # `jsonagent serve` needs the whole serve extra
 
+from jsonagent import bundled  # noqa: E402
 from jsonagent.testing import step  # noqa: E402
 
 DONE = step("TaskCompleteTool", {"output": "42"}, "done")
@@ -61,9 +62,7 @@ class Server:
             {"name": "evil", "handler": "srvtools:evil", "parameters": []},
             {"name": "wait", "handler": "srvtools:wait",
              "parameters": [{"name": "seconds", "type": "float"}]}]))
-        import tool_specs
-
-        core = Path(tool_specs.__file__).parent / "core_function.json"
+        core = bundled.path("core_function.json")
         self.args = ["--model", f"scripted:{script}", "--tools", str(core),
                      "--tools", str(tmp_path / "tools.json"), *args]
         self.token = token

@@ -75,7 +75,7 @@ def test_cli_missing_secret_is_one_line_exit_2(tmp_path):
 # --- lint -------------------------------------------------------------------------------------
 
 def test_lint_bundled_specs_are_clean():
-    proc = cli("tools", "lint", REPO / "tool_specs")
+    proc = cli("tools", "lint", REPO / "core_function.json", REPO / "tool_specs")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok: ")
 

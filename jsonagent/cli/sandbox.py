@@ -36,7 +36,8 @@ def run(
     strict: bool = typer.Option(False, "--strict", help="Refuse to run unless every protection is in force."),
 ) -> None:
     """Run one cell and print its ExecResult as JSON (files_changed are relative to `workdir`)."""
-    from sandbox import Sandbox, SandboxError
+    from ..bundled import sandbox
+    Sandbox, SandboxError = sandbox.Sandbox, sandbox.SandboxError
 
     try:
         code = sys.stdin.read() if file in (None, "-") else Path(file).read_text(encoding="utf-8")
@@ -70,7 +71,8 @@ def check(
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_INCOMPLETE} if any protection is missing."),
 ) -> None:
     """Start a sandbox, print which protections are in force here, and prove it runs code."""
-    from sandbox import Sandbox, SandboxError
+    from ..bundled import sandbox
+    Sandbox, SandboxError = sandbox.Sandbox, sandbox.SandboxError
 
     try:
         with warnings.catch_warnings():

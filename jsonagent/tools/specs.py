@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import bundled
 from ..errors import SpecError, read_text
 
 PYTHON_TYPES = {
@@ -397,9 +398,7 @@ _DIALECT_VALIDATORS: dict[str, Any] = {}
 
 def _dialect_validator(dialect: str):
     if dialect not in _DIALECT_VALIDATORS:
-        from importlib.resources import files
-
-        meta = json.loads(files("tool_specs").joinpath("meta_schema.json").read_text("utf-8"))
+        meta = json.loads(bundled.path("tool_specs", "meta_schema.json").read_text("utf-8"))
         schema = {"$ref": f"#/$defs/{dialect}", "$defs": meta["$defs"]}
         _DIALECT_VALIDATORS[dialect] = _validator_class()(schema)
     return _DIALECT_VALIDATORS[dialect]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .. import bundled
 from .core import BUILTINS, FINAL_TOOL
 from ..errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
@@ -18,9 +19,7 @@ ToolLike = Any  # Tool | ToolSpec | MCPServer | callable | str | Path, or an ite
 
 
 def default_tools_path() -> Path:
-    from importlib.resources import files
-
-    return Path(str(files("tool_specs").joinpath("core_function.json")))
+    return bundled.path("core_function.json")
 
 
 def core_tools() -> list[ToolSpec]:

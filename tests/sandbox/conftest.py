@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import Limits, Sandbox
+from jsonagent.bundled import sandbox
+
+Limits, Sandbox = sandbox.Limits, sandbox.Sandbox
 
 SMALL = Limits(disk_mb=32, max_files=500, nproc=32, nofile=128, grace_s=0.3)
 

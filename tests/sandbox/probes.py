@@ -6,7 +6,9 @@ import os
 import random
 import time
 
-from sandbox import Sandbox
+from jsonagent.bundled import sandbox
+
+Sandbox = sandbox.Sandbox
 
 
 def assert_alive(box: Sandbox, state_kept: dict | None = None) -> None:

@@ -10,9 +10,11 @@ import time
 
 import pytest
 
-import sandbox
+from jsonagent.bundled import sandbox
 from probes import assert_alive, assert_no_survivors, marker
-from sandbox import ExecResult, IsolationUnavailable, Sandbox, SandboxClosed
+
+ExecResult, IsolationUnavailable, Sandbox, SandboxClosed = (
+    sandbox.ExecResult, sandbox.IsolationUnavailable, sandbox.Sandbox, sandbox.SandboxClosed)
 
 
 def test_public_names_are_pinned():

@@ -11,7 +11,9 @@ import warnings
 import pytest
 
 from probes import assert_alive, assert_no_survivors, daemon_code, marker
-from sandbox import IsolationWarning, Sandbox
+from jsonagent.bundled import sandbox
+
+IsolationWarning, Sandbox = sandbox.IsolationWarning, sandbox.Sandbox
 
 
 @pytest.fixture

@@ -68,7 +68,12 @@ class HookError(RunError):
 
 
 class SessionBusy(RunError):
-    """Another run of this session is going, queued, or waiting for a person."""
+    """Another run of this session is going, queued, or waiting for a person (then
+    `waiting` names that run, so that each front end can say how to answer it)."""
+
+    def __init__(self, message: str, waiting: str | None = None):
+        super().__init__(message)
+        self.waiting = waiting
 
 
 class Conflict(RunError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers import new_task, new_text_part
@@ -18,7 +19,9 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
+from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
+                       HTTPAuthSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
+                       TaskState)
 
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..errors import Conflict, SessionBusy, Unknown
@@ -127,10 +130,16 @@ class RunExecutor(AgentExecutor):
         await updater.cancel(updater.new_agent_message([new_text_part("cancelled")]))
 
 
-def agent_card(runner: Runner, base_url: str) -> AgentCard:
-    agent = runner.front
-    tools = [t.name for t in agent.toolset]
-    return AgentCard(
+def agent_card(runner: Runner, base_url: str, token: str | None = None) -> AgentCard:
+    """The card is served without the token (discovery needs it): with a token, it declares
+    the bearer scheme and does not name the tools."""
+    tools = [t.name for t in runner.front.toolset]
+    with_tools = "" if token else ": " + ", ".join(tools)
+    secured = {} if not token else {
+        "security_schemes": {"bearer": SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+            scheme="bearer", description="Authorization: Bearer TOKEN"))},
+        "security_requirements": [SecurityRequirement(schemes={"bearer": StringList()})]}
+    return AgentCard(**secured,
         name="jsonagent", version="1",
         description="A JSON tool-calling agent. It may ask you a question or ask before a "
                     "tool runs; answer with your next message on the task.",
@@ -139,12 +148,28 @@ def agent_card(runner: Runner, base_url: str) -> AgentCard:
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"], default_output_modes=["text/plain"],
         skills=[AgentSkill(id="agent", name="Answer with tools",
-                           description="Answers a task step by step with its tools: "
-                                       + ", ".join(tools), tags=["tools"])])
+                           description="Answers a task step by step with its tools"
+                                       + with_tools, tags=["tools"])])
 
 
-def mount(app: FastAPI, runner: Runner, base_url: str) -> None:
-    card = agent_card(runner, base_url)
+class _ClientMistakes(logging.Filter):
+    """a2a-sdk logs a client's malformed request with a traceback, as if it were ours: it
+    answers the client with a JSON-RPC error, and one line in our log is enough."""
+
+    MISTAKES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() in self.MISTAKES:
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def mount(app: FastAPI, runner: Runner, base_url: str, token: str | None = None) -> None:
+    dispatcher = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _ClientMistakes) for f in dispatcher.filters):
+        dispatcher.addFilter(_ClientMistakes())
+    card = agent_card(runner, base_url, token)
     handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner),
                                       task_store=InMemoryTaskStore(), agent_card=card)
     for route in [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH)]:

@@ -70,6 +70,9 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
 
     @app.exception_handler(SessionBusy)
     async def _busy(request: Request, exc: SessionBusy):
+        if exc.waiting:  # over HTTP, the answer goes to the API, not to `jsonagent resume`
+            return _error(409, f"this session's run {exc.waiting} waits for a person: answer "
+                               f"it with POST /v1/runs/{exc.waiting}/respond")
         return _error(409, str(exc))
 
     @app.get("/healthz", include_in_schema=False)
@@ -91,7 +94,7 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
 
     from .a2a import mount
 
-    mount(app, runner, base_url)
+    mount(app, runner, base_url, token)
     app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts)
     return app
 

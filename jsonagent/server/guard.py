@@ -7,8 +7,11 @@ import secrets
 from typing import Any
 from urllib.parse import urlsplit
 
-OPEN_PATHS = ("/", "/healthz", "/page/")
-"""What answers without the token: the static page (it asks for the token) and the probe."""
+OPEN_PATHS = ("/", "/healthz", "/.well-known/agent-card.json")
+OPEN_PREFIX = "/page/"
+"""What answers without the token: the static page (it asks for the token), the probe, and
+the A2A agent card (discovery needs it; with a token it names no tool)."""
+RPC_PATH = "/a2a"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -35,9 +38,11 @@ class Guard:
             refused = self._foreign(headers, scope["method"])
             if refused:
                 return await _send(send, 403, refused)
-        if self.token and not (path in OPEN_PATHS[:2] or path.startswith(OPEN_PATHS[2])):
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            if not secrets.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+        if self.token and not (path in OPEN_PATHS or path.startswith(OPEN_PREFIX)):
+            # the scheme is case-insensitive (RFC 7235): "bearer TOKEN" is as good
+            scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or \
+                    not secrets.compare_digest(given.strip().encode(), self.token.encode()):
                 return await _send(send, 401, "missing or wrong bearer token",
                                    [(b"www-authenticate", b"Bearer")])
         try:
@@ -61,6 +66,13 @@ class Guard:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
+        refused = _bad_body(headers, body)
+        if refused:
+            status, why = refused
+            if path == RPC_PATH:  # a JSON-RPC client reads a JSON-RPC error
+                return await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32700, "message": f"Parse error: {why}"}})
+            return await _send(send, status, why)
         sent = False
 
         async def replay():
@@ -99,8 +111,29 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0].lower() if host.count(":") == 1 else host.lower()
 
 
+def _bad_body(headers: dict, body: bytes) -> tuple[int, str] | None:
+    """The status and the reason to refuse a request body before a route parses it."""
+    if not body:
+        return None
+    kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return 415, (f"the body must be JSON, sent with Content-Type: application/json "
+                     f"(this one came as {kind or 'no type'})")
+    try:
+        json.loads(body)
+    except RecursionError:  # Python's own limit, about a thousand levels
+        return 422, "the body is nested too deeply to read (a JSON text of a few levels)"
+    except ValueError:
+        return None  # not JSON at all: the route says so, in its own words
+    return None
+
+
 async def _send(send, status: int, message: str, headers: list | None = None) -> None:
-    body = json.dumps({"error": message}).encode()
+    await _send_json(send, status, {"error": message}, headers)
+
+
+async def _send_json(send, status: int, payload: dict, headers: list | None = None) -> None:
+    body = json.dumps(payload).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()), *(headers or [])]})

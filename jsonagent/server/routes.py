@@ -20,6 +20,11 @@ STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
 stored as running, and shown in_progress, since a restarted server takes it over."""
 
 
+MAX_OFFSET = 10 ** 9
+MAX_SEQ = 2 ** 53 - 1
+"""Numbers a request may carry: well inside what SQLite and JSON readers hold."""
+
+
 def _runner(request: Request) -> Runner:
     return request.app.state.runner
 
@@ -38,7 +43,7 @@ def create_run(body: RunIn, runner: Runs) -> dict[str, Any]:
 def list_runs(runner: Runs,
               status: Literal[SERVER_STATUSES] | None = None,  # type: ignore[valid-type]
               session: str | None = Query(None, max_length=200),
-              limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0)):
+              limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=MAX_OFFSET)):
     store, session_id = runner.store, None
     if session is not None:
         found = store.find_session(session)
@@ -83,9 +88,11 @@ async def events(run_id: str, request: Request, runner: Runs,
 
     await asyncio.to_thread(runner.get, run_id)  # 404 before the stream starts
     try:
-        after = max(0, int(last_event_id or 0))
+        after = int(last_event_id or 0)
     except ValueError:
-        return error(422, "Last-Event-ID: not an event number")
+        after = -1
+    if not 0 <= after <= MAX_SEQ:
+        return error(422, f"Last-Event-ID: an event number from 0 to {MAX_SEQ}")
     return EventSourceResponse(_stream(runner, run_id, after, request), ping=10)
 
 
@@ -113,7 +120,7 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request):
 
 @router.get("/sessions")
 def list_sessions(runner: Runs, limit: int = Query(50, ge=1, le=500),
-                  offset: int = Query(0, ge=0)):
+                  offset: int = Query(0, ge=0, le=MAX_OFFSET)):
     rows = runner.store.sessions()
     return {"data": [session_view(s) for s in rows[offset:offset + limit]],
             "limit": limit, "offset": offset, "has_more": len(rows) > offset + limit}

@@ -11,8 +11,12 @@ from ..status import NEEDS_HUMAN, RESULTS, server_status
 from .runner import public_status
 
 
+# strict: "5" is not a number and "yes" is not an approval, at this edge above all
+EDGE = ConfigDict(extra="forbid", strict=True)
+
+
 class RunIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = EDGE
 
     input: str = Field(min_length=1, max_length=200_000)
     """The task, in plain words."""
@@ -22,7 +26,7 @@ class RunIn(BaseModel):
 
 
 class RespondIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = EDGE
 
     answer: str | None = Field(None, max_length=200_000)
     """The answer to the run's question."""

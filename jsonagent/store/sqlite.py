@@ -206,7 +206,8 @@ class SQLiteStore:
                 elif status == NEEDS_HUMAN:
                     raise SessionBusy(f"this session's run {run_id} waits for "
                                       f"{_waits_for(rows, run_id)}: answer it with "
-                                      f"`{resume_command(run_id, _pending(rows, run_id))}`")
+                                      f"`{resume_command(run_id, _pending(rows, run_id))}`",
+                                      waiting=run_id)
             last = RunState.model_validate_json(rows[0][4]) if rows else None
             state = build(last)
             now = time.time()

@@ -244,6 +244,7 @@ def _default_sandbox(config: AgentConfig):
     Sandbox, IsolationUnavailable = sandbox.Sandbox, sandbox.IsolationUnavailable
 
     try:
-        return Sandbox(timeout=config.sandbox_timeout, require_isolation=config.require_isolation)
+        return Sandbox(timeout=config.sandbox_timeout, memory_mb=config.sandbox_memory_mb,
+                       require_isolation=config.require_isolation)
     except IsolationUnavailable as exc:
         raise ConfigError(f"sandbox refused to start: {exc}") from None

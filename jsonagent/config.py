@@ -43,6 +43,8 @@ class AgentConfig(BaseModel):
     keeps small models from rambling. None for no cap."""
     sandbox_timeout: float = Field(30.0, gt=0)
     """Seconds one code-interpreter call may run."""
+    sandbox_memory_mb: int = Field(1024, ge=64)
+    """Memory (address space) the code interpreter may use, in MB."""
     require_isolation: bool = False
     """Refuse to run code unless every sandbox protection is in force."""
     confirm: list[str] = []

@@ -24,7 +24,7 @@ from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatReject
 from .hooks import ToolCall, Veto
 from .memory import Memory
 from .models import ModelReply
-from .prompt import note
+from .notes import note
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED

@@ -36,7 +36,7 @@ from .config import AgentConfig
 from .errors import RunError
 from .models import Capabilities, Model, capabilities
 from .usage import Usage
-from .prompt import note
+from .notes import note
 from .state import Message, RunState, to_json
 
 log = logging.getLogger("jsonagent")

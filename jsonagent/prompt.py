@@ -7,13 +7,12 @@ so it stays byte-identical and the model's prefix cache stays warm.
 
 from __future__ import annotations
 
-import functools
 import json
-from importlib.resources import files
 from string import Template
 
 from .envelope import ReplyProblem, response_format
 from .models import Message as WireMessage
+from .notes import template
 from .state import Message
 from .tools.core import ASK_HUMAN_TOOL, FINAL_TOOL
 from .tools.toolset import Toolset
@@ -125,21 +124,6 @@ def _react_observation(content: str) -> str:
         return f"Observation: {content}"
     text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
     return f"Observation: {text}" + (f"\nNote: {note}" if note else "")
-
-
-@functools.lru_cache(maxsize=8)
-def template(name: str) -> str:
-    return files("jsonagent").joinpath("prompts", name).read_text("utf-8")
-
-
-def note(name: str, **fields: object) -> str:
-    """A note the loop adds for the model, from prompts/notes.json."""
-    return _notes()[name].format(**fields)
-
-
-@functools.lru_cache(maxsize=1)
-def _notes() -> dict[str, str]:
-    return json.loads(template("notes.json"))
 
 
 PromptStyle = JsonStyle | ReactStyle

@@ -17,7 +17,7 @@ from .cancel import CancelToken, on_caller
 from .journal import Journal
 from .errors import ConfigError, SessionBusy
 from .loop import Loop, Resume
-from .prompt import note
+from .notes import note
 from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
 from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING

@@ -16,7 +16,7 @@ import pytest
 import slow_tools
 from jsonagent import Agent, CancelToken, Cancelled, RunContext, core_tools, tool
 from jsonagent.cancel import on_caller
-from jsonagent.prompt import note
+from jsonagent.notes import note
 from jsonagent.testing import ScriptedModel, step
 
 DONE = step("TaskCompleteTool", {"output": "done"})

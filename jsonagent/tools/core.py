@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ToolError
+from ..notes import note
 from ..state import Pending
 from .tool import RunContext
 
@@ -59,6 +60,8 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
+        if result.error.rstrip().endswith("MemoryError"):  # a bare word the model cannot act on
+            out["note"] = note("out_of_memory", limit=getattr(sandbox, "memory_mb", "?"))
     if result.stdout_truncated or result.stderr_truncated:
         out["truncated"] = (f"output was cut: stdout {result.stdout_bytes} bytes, "
                             f"stderr {result.stderr_bytes} bytes in all")

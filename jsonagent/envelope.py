@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import dialects
 from .state import to_json
-from .tools.specs import _pointer, _short, got
+from .tools.schema import got, json_pointer, short_json
 from .tools.toolset import Toolset
 
 KEY_ALIASES = {
@@ -90,7 +90,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
         return ReplyProblem("envelope", _envelope_message(exc), repairs)
     found = toolset.find(step.tool_name)
     if found is None:
-        return ReplyProblem("tool", f"/tool_name: unknown tool {_short(step.tool_name)}; "
+        return ReplyProblem("tool", f"/tool_name: unknown tool {short_json(step.tool_name)}; "
                             f"expected one of: {', '.join(toolset.names)}", repairs)
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
@@ -147,7 +147,7 @@ def _from_dialect(reading: dialects.Reading, toolset: Toolset,
     else:
         found = toolset.find(act.name) or _named_in(act.name, toolset, repairs)
     if found is None:
-        return ReplyProblem("tool", f"line {act.line}: unknown tool {_short(act.name)} in "
+        return ReplyProblem("tool", f"line {act.line}: unknown tool {short_json(act.name)} in "
                             f"'Action:'; expected one of: {', '.join(toolset.names)}", repairs)
     args = _dialect_args(act, found, reading.dialect, repairs)
     if isinstance(args, ReplyProblem):
@@ -189,7 +189,7 @@ def _dialect_args(act: dialects.Action, tool: Any, dialect: str,
     slot = required[0] if len(required) == 1 else next(iter(props)) if len(props) == 1 else None
     if slot is None:
         example = json.dumps({p: "..." for p in (required or list(props))[:3]})
-        return ReplyProblem("args", f"line {act.line}: the input {_short(raw, 40)} is not a JSON "
+        return ReplyProblem("args", f"line {act.line}: the input {short_json(raw, 40)} is not a JSON "
                             f"object, and {tool.name} takes "
                             f"{len(props)} parameters ({', '.join(props) or 'none'}), so it cannot "
                             f"stand for one of them; write a JSON object such as {example}", repairs)
@@ -334,7 +334,7 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
     if not starts:
         shown = text.strip()
         return ReplyProblem("json", "expected a JSON object, got "
-                            + (f"text {_short(shown)}" if shown else "an empty reply"))
+                            + (f"text {short_json(shown)}" if shown else "an empty reply"))
     # Prose may hold braces of its own: the first top-level {...} that parses as it stands
     # wins; one nested inside an earlier candidate is never a candidate itself.
     end = 0
@@ -369,7 +369,7 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
     except Exception:  # the repairer has its own failure modes, RecursionError among them
         data = None
     if not isinstance(data, dict) or not data:
-        return ReplyProblem("json", f"invalid JSON that could not be repaired: {_short(obj, 60)}",
+        return ReplyProblem("json", f"invalid JSON that could not be repaired: {short_json(obj, 60)}",
                             repairs)
     repairs.append("json_repair" if closed else "closed_truncated_json")
     return data
@@ -446,7 +446,7 @@ def _fix_keys(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
 def _envelope_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:
-        where = _pointer(err["loc"]) or "/"
+        where = json_pointer(err["loc"]) or "/"
         if err["type"] == "missing":
             parts.append(f"{where}: required key is missing")
         elif err["type"] == "extra_forbidden":

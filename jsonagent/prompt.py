@@ -12,8 +12,9 @@ import json
 from importlib.resources import files
 from string import Template
 
-from .envelope import ReplyProblem, response_format
+from .envelope import response_format
 from .models import Message as WireMessage
+from .reply import ReplyProblem
 from .state import Message
 from .tools.core import ASK_HUMAN_TOOL, FINAL_TOOL
 from .tools.toolset import Toolset

@@ -28,7 +28,7 @@ _EXPORTS = {
     "Session": "session",
     "SessionBusy": "errors",
     "SpecError": "errors",
-    "Step": "envelope",
+    "Step": "reply",
     "StepRecord": "result",
     "Store": "store",
     "Tool": "tools.tool",
@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .agent import Agent
     from .cancel import CancelToken
     from .config import AgentConfig
-    from .envelope import Step, parse_reply
+    from .envelope import parse_reply
     from .errors import (Cancelled, ConfigError, JsonAgentError, ModelError,
                          ResponseFormatRejected, RunError, SessionBusy, SpecError, ToolError,
                          UserError)
@@ -76,6 +76,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .store import Store, open_store
     from .journal import read_journal
     from .models import Model, ModelReply, Usage
+    from .reply import Step
     from .result import RunResult, StepRecord
     from .tools.specs import ArgError, ToolSpec, load_tools
     from .tools.tool import RunContext, Tool, tool

@@ -3,6 +3,9 @@
 Stages, in order: strict JSON, a text dialect (ReAct or PAUSE, see `dialects`) or local
 repair, envelope validation, tool lookup, argument validation. Every repair is named and
 counted; every problem is phrased for the model to read on the re-ask.
+
+This module runs the stages and builds the response schema; the values it returns live in
+`reply` (Step, Parsed, ReplyProblem) and the JSON repairs in `repair`.
 """
 
 from __future__ import annotations
@@ -10,62 +13,16 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from . import dialects
-from .state import to_json
-from .tools.specs import _pointer, _short, got
+from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
+from .repair import NOT_JSON, THINK, fix_keys, load_object
+from .reply import ENVELOPE_KEYS, Parsed, ReplyProblem, Step
+from .tools.schema import got, json_pointer, short_json
 from .tools.toolset import Toolset
-
-KEY_ALIASES = {
-    "tool_name": ("action", "name", "tool", "function", "tool_call", "toolname"),
-    "args_list": ("arguments", "args", "action_input", "parameters", "params", "input",
-                  "tool_input", "args_dict", "argument"),
-    "thought": ("thoughts", "reasoning", "thinking", "reason", "rationale"),
-}
-ENVELOPE_KEYS = ("thought", "tool_name", "args_list")
-_ENVELOPE = frozenset(ENVELOPE_KEYS)
-
-
-class Step(BaseModel):
-    """One turn of the model: why, which tool, with what."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    thought: str
-    tool_name: str
-    args_list: dict[str, Any]
-
-    def to_json(self) -> str:
-        # the fields by hand: model_dump would deep-copy the arguments first
-        return to_json({"thought": self.thought, "tool_name": self.tool_name,
-                        "args_list": self.args_list})
-
-
-@dataclass
-class Parsed:
-    step: Step
-    repairs: list[str] = field(default_factory=list)
-    note: str | None = None
-    """What the model must hear about its reply along with the observation (ignored actions)."""
-
-
-@dataclass
-class ReplyProblem:
-    """Why a reply was refused; `message` is what the model reads next."""
-
-    stage: str
-    """json | envelope | tool | args"""
-    message: str
-    repairs: list[str] = field(default_factory=list)
-
-    def for_model(self, toolset: Toolset) -> str:
-        return (f"Your last reply was rejected: {self.message}\n"
-                'Reply with exactly one JSON object: {"thought": "...", "tool_name": "<one of '
-                + ", ".join(toolset.names) + '>", "args_list": {...}}')
 
 
 def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | ReplyProblem:
@@ -74,23 +31,23 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
     try:
         strict = json.loads(text)
     except (ValueError, TypeError, RecursionError):
-        strict = _NOT_JSON
-    reading, note = (None if strict is not _NOT_JSON else _read_dialect(text)), None
+        strict = NOT_JSON
+    reading, note = (None if strict is not NOT_JSON else _read_dialect(text)), None
     if reading is not None:
         data, note = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
     else:
-        data = _load(text, repairs, strict)
+        data = load_object(text, repairs, strict)
     if isinstance(data, ReplyProblem):
         return data
     if reading is None:
-        data = _fix_keys(data, repairs)
+        data = fix_keys(data, repairs)
     try:
         step = Step.model_validate(data)
     except ValidationError as exc:
         return ReplyProblem("envelope", _envelope_message(exc), repairs)
     found = toolset.find(step.tool_name)
     if found is None:
-        return ReplyProblem("tool", f"/tool_name: unknown tool {_short(step.tool_name)}; "
+        return ReplyProblem("tool", f"/tool_name: unknown tool {short_json(step.tool_name)}; "
                             f"expected one of: {', '.join(toolset.names)}", repairs)
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
@@ -108,7 +65,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
 
 def _read_dialect(text: str) -> dialects.Reading | None:
     """A reply that is not JSON, read as a text dialect; None for text that only wraps JSON."""
-    reading = dialects.read(_THINK.sub("", text or ""))
+    reading = dialects.read(THINK.sub("", text or ""))
     act = reading.action if reading else None
     if act is not None and not act.final and "{" in act.name:
         return None  # `Action:` over a whole JSON step: the JSON path reads it
@@ -147,7 +104,7 @@ def _from_dialect(reading: dialects.Reading, toolset: Toolset,
     else:
         found = toolset.find(act.name) or _named_in(act.name, toolset, repairs)
     if found is None:
-        return ReplyProblem("tool", f"line {act.line}: unknown tool {_short(act.name)} in "
+        return ReplyProblem("tool", f"line {act.line}: unknown tool {short_json(act.name)} in "
                             f"'Action:'; expected one of: {', '.join(toolset.names)}", repairs)
     args = _dialect_args(act, found, reading.dialect, repairs)
     if isinstance(args, ReplyProblem):
@@ -189,7 +146,7 @@ def _dialect_args(act: dialects.Action, tool: Any, dialect: str,
     slot = required[0] if len(required) == 1 else next(iter(props)) if len(props) == 1 else None
     if slot is None:
         example = json.dumps({p: "..." for p in (required or list(props))[:3]})
-        return ReplyProblem("args", f"line {act.line}: the input {_short(raw, 40)} is not a JSON "
+        return ReplyProblem("args", f"line {act.line}: the input {short_json(raw, 40)} is not a JSON "
                             f"object, and {tool.name} takes "
                             f"{len(props)} parameters ({', '.join(props) or 'none'}), so it cannot "
                             f"stand for one of them; write a JSON object such as {example}", repairs)
@@ -294,159 +251,10 @@ def response_format(mode: str, toolset: Toolset, thought_max: int | None = None,
     return None
 
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
-_MAX_STARTS = 50
-# Code-tuned models write multi-line code as a Python triple-quoted string inside the JSON
-_TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
-
-
-_NOT_JSON = object()
-
-
-def _load(text: str, repairs: list[str], strict: Any = _NOT_JSON) -> Any:
-    """`strict`: the text already parsed as strict JSON, if it did."""
-    data = strict
-    if data is _NOT_JSON:
-        data = _repair(text or "", repairs)
-        if isinstance(data, ReplyProblem):
-            return data
-    if isinstance(data, list) and len(data) >= 1 and isinstance(data[0], dict):
-        if len(data) > 1:
-            repairs.append("kept_first_of_many")
-        repairs.append("unwrapped_list")
-        data = data[0]
-    if not isinstance(data, dict):
-        return ReplyProblem("json", f"/: expected a JSON object, got {got(data)}", repairs)
-    return data
-
-
-def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
-    body = text
-    if _THINK.search(body):
-        body = _THINK.sub("", body)
-        repairs.append("stripped_think")
-    fence = _FENCE.search(body)
-    if fence and "{" in fence.group(1):
-        body = fence.group(1)
-        repairs.append("stripped_code_fence")
-    starts = [i for i, c in enumerate(body) if c == "{"][:_MAX_STARTS]
-    if not starts:
-        shown = text.strip()
-        return ReplyProblem("json", "expected a JSON object, got "
-                            + (f"text {_short(shown)}" if shown else "an empty reply"))
-    # Prose may hold braces of its own: the first top-level {...} that parses as it stands
-    # wins; one nested inside an earlier candidate is never a candidate itself.
-    end = 0
-    for start in starts:
-        if start < end:
-            continue
-        obj, closed = _first_object(body, start)
-        end = start + len(obj)
-        try:
-            data = json.loads(obj)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(data, dict):
-            if body[:start].strip() or body[start + len(obj):].strip():
-                repairs.append("extracted_object")
-            return data
-    if unquote and _TRIPLE_QUOTED.search(body):
-        # Only now: inside a string of JSON that parses, triple quotes are text and must stay
-        inner: list[str] = []
-        data = _repair(_TRIPLE_QUOTED.sub(lambda m: json.dumps(m.group(2), ensure_ascii=False), body),
-                       inner, unquote=False)
-        if not isinstance(data, ReplyProblem):
-            repairs += ["triple_quoted_string", *inner]
-            return data
-    obj, closed = _first_object(body, starts[0])
-    if body[:starts[0]].strip() or body[starts[0] + len(obj):].strip():
-        repairs.append("extracted_object")
-    import json_repair
-
-    try:
-        data = json_repair.loads(obj)
-    except Exception:  # the repairer has its own failure modes, RecursionError among them
-        data = None
-    if not isinstance(data, dict) or not data:
-        return ReplyProblem("json", f"invalid JSON that could not be repaired: {_short(obj, 60)}",
-                            repairs)
-    repairs.append("json_repair" if closed else "closed_truncated_json")
-    return data
-
-
-def _first_object(text: str, start: int) -> tuple[str, bool]:
-    """The first balanced {...} from `start`, honouring strings; the rest if it never closes."""
-    depth, quote, escaped = 0, None, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1], True
-    return text[start:], False
-
-
-def _fix_keys(data: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
-    if data.keys() == _ENVELOPE and isinstance(data["args_list"], dict):
-        return data  # nothing to fix, as in every reply under a schema
-    data = dict(data)
-    # {"function": {"name": ..., "arguments": ...}}: an OpenAI tool call in our envelope's place
-    inner = data.get("function") if isinstance(data.get("function"), dict) else None
-    if inner is not None and "tool_name" not in data:
-        data.pop("function")
-        data = {**inner, **data}
-        repairs.append("unwrapped_function_call")
-    for key, aliases in KEY_ALIASES.items():
-        if key in data:
-            continue
-        for alias in aliases:
-            if alias in data and not (alias == "name" and isinstance(data[alias], dict)):
-                data[key] = data.pop(alias)
-                repairs.append(f"alias:{alias}->{key}")
-                break
-    if isinstance(data.get("args_list"), str):
-        try:
-            parsed = json.loads(data["args_list"])
-        except json.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            data["args_list"] = parsed
-            repairs.append("args_list_from_string")
-    if "tool_name" not in data:
-        return data
-    if "thought" not in data:
-        data["thought"] = ""
-        repairs.append("missing_thought")
-    extra = {k: data.pop(k) for k in list(data) if k not in ENVELOPE_KEYS}
-    if data.get("args_list") in (None, {}) and extra:
-        # {"tool_name": "t", "city": "Oslo"}: the arguments sit beside the envelope
-        data["args_list"] = extra
-        repairs.append("args_from_top_level:" + ",".join(extra))
-    else:
-        if data.get("args_list", None) is None:
-            data["args_list"] = {}
-            repairs.append("empty_args_list")
-        if extra:
-            repairs.append("dropped_keys:" + ",".join(extra))
-    return data
-
-
 def _envelope_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:
-        where = _pointer(err["loc"]) or "/"
+        where = json_pointer(err["loc"]) or "/"
         if err["type"] == "missing":
             parts.append(f"{where}: required key is missing")
         elif err["type"] == "extra_forbidden":

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from string import Template
 
-from .envelope import ReplyProblem, response_format
+from .envelope import response_format
 from .models import Message as WireMessage
 from .notes import template
+from .reply import ReplyProblem
 from .state import Message
 from .tools.core import ASK_HUMAN_TOOL, FINAL_TOOL
 from .tools.toolset import Toolset

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from dataclasses import dataclass, field
 
 
@@ -125,3 +127,39 @@ class IsolationReport:
         data = dataclasses.asdict(self)
         data["complete"] = self.complete
         return data
+
+
+def report_from_hellos(reaper: dict, worker: dict, network: bool, pids_max: int) -> IsolationReport:
+    """Build the report from the hello frames of the reaper and of the worker."""
+    namespaces = tuple(str(n) for n in reaper.get("namespaces") or ())
+    landlock = worker.get("landlock") if isinstance(worker.get("landlock"), dict) else {}
+    seccomp_on = bool(worker.get("seccomp"))
+    rlimits = dict(worker.get("rlimits") or {})
+    if reaper.get("pids_cgroup") and "NPROC" not in rlimits:
+        rlimits["PIDS"] = pids_max
+    if network:
+        net = "allowed (host network)"
+    elif "net" in namespaces:
+        net = "none (empty network namespace" + (", IP sockets refused by seccomp)" if seccomp_on else ")")
+    elif seccomp_on:
+        net = "IP sockets refused by seccomp"
+    elif landlock.get("tcp"):
+        net = "TCP refused by Landlock; UDP and DNS still open"
+    else:
+        net = "NOT blocked"
+    return IsolationReport(
+        platform=f"{sys.platform} {os.uname().release} ({os.uname().machine})",
+        namespaces=namespaces,
+        fresh_proc=bool(reaper.get("fresh_proc")),
+        landlock_abi=int(landlock.get("abi") or 0),
+        landlock_tcp=bool(landlock.get("tcp")),
+        landlock_scoped=bool(landlock.get("scoped")),
+        seccomp=seccomp_on,
+        capabilities_dropped=bool(worker.get("caps_dropped")),
+        network=net,
+        network_allowed=network,
+        rlimits=rlimits,
+        disk_quota_mb=reaper.get("quota_mb"),
+        process_cleanup=str(reaper.get("cleanup")),
+        warnings=tuple(str(w) for w in (reaper.get("warnings") or []) + (worker.get("warnings") or [])),
+    )

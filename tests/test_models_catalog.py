@@ -17,7 +17,8 @@ from jsonagent.cli.models import app
 from jsonagent.errors import ConfigError
 from jsonagent.home import home
 from jsonagent.models import catalog
-from jsonagent.models.local import LocalModel, _reused_prefix
+from jsonagent.models.local import LocalModel
+from jsonagent.models.prefill import _reused_prefix
 
 CHUNKS = [b"GGUF" + b"a" * 3000, b"b" * 2000 + b"end"]
 

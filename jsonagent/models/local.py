@@ -11,6 +11,7 @@ and runs our own sampling loop on llama.cpp's logits:
 - Later calls re-evaluate only what follows the longest common prefix with the KV cache; the
   history stays byte-identical from step to step, so that is nearly the whole prompt.
   `Usage.cached_tokens` reports the prompt tokens that were not evaluated in the call.
+  Both live in `prefill.py`; this module loads the model and runs the sampling loop.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +29,8 @@ from jsonagent.cancel import current
 from jsonagent.errors import ConfigError, ModelError, ResponseFormatRejected
 from jsonagent.models import Message, ModelReply, Usage
 from jsonagent.models import catalog
+from jsonagent.models.prefill import MIN_CACHED_PREFIX  # noqa: F401  re-exported: it lived here
+from jsonagent.models.prefill import OnStatus, Prefill, prefix_cache
 
 log = logging.getLogger("jsonagent.models")
 
@@ -40,11 +42,6 @@ INSTALL_HINT = (
 
 TOOL_TURN = re.compile(r"""role['"]?\]?\s*==\s*['"]tool['"]""")
 """A chat template with a turn of its own for tool results compares the role to 'tool'."""
-MIN_CACHED_PREFIX = 32
-"""A system prompt shorter than this (in tokens) is cheaper to evaluate than to load."""
-
-Status = Callable[[str | None], None]
-"""Told what slow thing is happening now (loading the model, the cached prompt); None when done."""
 
 
 class LocalConfig(BaseModel):
@@ -79,7 +76,7 @@ class LocalModel:
     """A cancelled run's reply stops at the next token."""
 
     def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None,
-                 on_status: Status | None = None):
+                 on_status: OnStatus | None = None):
         self.path = Path(path).expanduser()
         self.config = config or LocalConfig()
         self.name = f"local:{self.path.name}"
@@ -126,9 +123,10 @@ class LocalModel:
         (bench/results/qwen2.5-coder-1.5b-instruct-q4/round5)."""
         self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
         self._n_vocab = self._llm.n_vocab()
-        self._prefixes: dict[str, int] = {}
         self._grammars: dict[str, Any] = {}
-        self._kv = self._prefix_cache() if self.config.kv_cache else None
+        kv = prefix_cache(self.path, f"llama-cpp-python {llama_cpp.__version__}",
+                          self.config.kv_cache_bytes) if self.config.kv_cache else None
+        self._prefill = Prefill(self._llm, self._status, kv)
         self._guide: Any = None
         self._guide_ready = threading.Event()
         if self.config.decoder == "llguidance":
@@ -141,7 +139,7 @@ class LocalModel:
 
     @classmethod
     def from_spec(cls, spec: str | None, config: LocalConfig | None = None,
-                  on_status: Status | None = None) -> "LocalModel":
+                  on_status: OnStatus | None = None) -> "LocalModel":
         """`--model local[:SPEC]`: SPEC is a .gguf path or a catalog name.
 
         With no SPEC, `JSONAGENT_LOCAL_MODEL` is used when set, else the catalog's default
@@ -174,11 +172,12 @@ class LocalModel:
             budget = min(self.config.max_tokens, room)
             matcher = self._matcher(schema) if schema is not None else None
             if schema is not None and matcher is None:
-                reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens),
-                                       last=False)
+                reused = self._prefill.evaluate(
+                    tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens), last=False)
                 text, generated, cut = self._grammar_completion(messages, response_format, budget, stop)
             else:
-                reused = self._prefill(tokens, self._prefix_length(messages, formatted.prompt, tokens))
+                reused = self._prefill.evaluate(
+                    tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens))
                 text, generated, cut = self._decode(matcher, budget, stop, room)
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
                                                  cached_tokens=reused), cut=cut)
@@ -199,78 +198,6 @@ class LocalModel:
         """Free the model now rather than at garbage collection."""
         self._guide_ready.wait()
         self._llm.close()
-
-    # -- the prompt --------------------------------------------------------------------------
-
-    def _prefill(self, tokens: list[int], prefix: int, last: bool = True) -> int:
-        """Bring the KV cache to `tokens` (all but the last one unless `last`); return how many were reused.
-
-        The first `prefix` tokens (the system prompt) are always evaluated as a batch of their
-        own, with the disk cache on or off, so that both give the same numbers.
-        """
-        llm = self._llm
-        end = len(tokens) if last else len(tokens) - 1
-        reused = _reused_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
-        if reused < prefix:
-            if self._kv is not None and prefix >= MIN_CACHED_PREFIX and self._load_prefix(tokens[:prefix]):
-                reused = prefix
-            else:
-                self._status(f"evaluating the system prompt ({prefix} tokens)…")
-                try:
-                    llm.n_tokens = reused
-                    llm.eval(tokens[reused:prefix])
-                finally:
-                    self._status(None)
-                if self._kv is not None and prefix >= MIN_CACHED_PREFIX:
-                    from .kvcache import seq_writer
-
-                    self._kv.save(tokens[:prefix], seq_writer(llm.ctx, tokens[:prefix]))
-        start = max(reused, prefix)
-        llm.n_tokens = start
-        if end > start:
-            llm.eval(tokens[start:end])
-        else:
-            llm._ctx.kv_cache_seq_rm(-1, start, -1)
-        return reused
-
-    def _load_prefix(self, prefix: list[int]) -> bool:
-        from .kvcache import seq_reader
-
-        llm = self._llm
-        path = self._kv.file(prefix)
-        if not path.is_file():
-            return False
-        self._status(f"loading the cached system prompt ({len(prefix)} tokens)…")
-        try:
-            llm.n_tokens = 0
-            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-            if self._kv.load(prefix, seq_reader(llm.ctx, len(prefix))):
-                llm.input_ids[: len(prefix)] = prefix
-                llm.n_tokens = len(prefix)
-                return True
-            llm._ctx.kv_cache_seq_rm(-1, 0, -1)  # whatever a bad file left behind
-            return False
-        finally:
-            self._status(None)
-
-    def _prefix_length(self, messages: list[Message], prompt: str, tokens: list[int]) -> int:
-        """How many of `tokens` hold the chat template's opening and the system message."""
-        if not messages or messages[0].get("role") != "system":
-            return 0
-        content = messages[0].get("content") or ""
-        if content not in self._prefixes:
-            at = prompt.find(content)
-            if at < 0 or not content:
-                return 0
-            head = self._llm.tokenize(prompt[: at + len(content)].encode("utf-8"), add_bos=False, special=True)
-            self._prefixes[content] = _common_prefix(head, tokens)
-        return min(self._prefixes[content], len(tokens) - 1)
-
-    def _prefix_cache(self):
-        from .kvcache import PrefixCache, kv_dir, model_identity
-
-        return PrefixCache(kv_dir(), model_identity(self.path), f"llama-cpp-python {self._llama_cpp.__version__}",
-                           self.config.kv_cache_bytes)
 
     # -- decoding ----------------------------------------------------------------------------
 
@@ -371,12 +298,17 @@ class LocalModel:
             text = json.dumps(schema)  # property order matters: the grammar keeps it
             grammar = self._compiled(text, lambda g: g.from_json_schema(text, verbose=self.config.verbose))
         cancel = current()
-        halt = None if cancel is None else \
-            self._llama_cpp.StoppingCriteriaList([lambda ids, logits: cancel.cancelled])
+
+        def halt(ids, logits):  # a cancelled run's reply stops at the next token
+            if cancel is not None:
+                cancel.check()
+            return logits
+
         try:
             out = self._llm.create_chat_completion(
                 messages=messages, grammar=grammar, temperature=self.config.temperature,
-                max_tokens=budget, seed=self.config.seed, stop=stop, stopping_criteria=halt)
+                max_tokens=budget, seed=self.config.seed, stop=stop,
+                logits_processor=self._llama_cpp.LogitsProcessorList([halt]))
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
         usage = out.get("usage") or {}
@@ -408,19 +340,3 @@ def _cut(text: str, stop: list[str] | None) -> str:
             text = text[:at]
     return text
 
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    shared = 0
-    for old, new in zip(a, b):
-        if old != new:
-            break
-        shared += 1
-    return shared
-
-
-def _reused_prefix(before: Sequence[int], prompt: Sequence[int]) -> int:
-    """Prompt tokens that need no evaluation: the common prefix with the KV cache.
-
-    The prompt's last token is always evaluated, for its logits, so a full match counts one less.
-    """
-    return min(_common_prefix(before, prompt), max(len(prompt) - 1, 0))

@@ -26,7 +26,8 @@ from urllib.parse import quote, urlsplit
 
 from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
-from .specs import ARG_REF, ENV_REF, ToolSpec
+from .spec_checks import ARG_REF, BRACED, ENV_REF
+from .specs import ToolSpec
 
 # What a command or an MCP server inherits from our environment; the rest (API keys above
 # all) it gets only when its spec names it.
@@ -296,9 +297,7 @@ class HttpHandler:
             # safe="" encodes "/" and "?" too: an argument is one path segment, never a route.
             return quote(_render(value if value is not None else ""), safe="")
 
-        from .specs import _BRACED
-
-        return parts._replace(path=_BRACED.sub(one, parts.path)).geturl()
+        return parts._replace(path=BRACED.sub(one, parts.path)).geturl()
 
     def _follow(self, client, request, response):
         location = response.headers.get("location", "")

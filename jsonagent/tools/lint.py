@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import SpecError, Unreadable
-from .specs import ToolSpec, _pointer, json_type
+from .schema import json_pointer, json_type
+from .specs import ToolSpec
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Keywords OpenAI's strict mode refuses (its "supported schemas" list leaves them out).
@@ -107,13 +108,13 @@ def _schemas(node: Any, pointer: str) -> Iterator[tuple[str, dict]]:
             yield from _schemas(sub, f"{pointer}/{key}/{i}")
     for key in ("properties", "$defs", "patternProperties"):
         for name, sub in (node.get(key) or {}).items():
-            yield from _schemas(sub, f"{pointer}/{key}{_pointer([name])}")
+            yield from _schemas(sub, f"{pointer}/{key}{json_pointer([name])}")
 
 
 def _properties(node: Any, pointer: str) -> Iterator[tuple[str, Any, str]]:
     for p, schema in _schemas(node, pointer):
         for name, sub in (schema.get("properties") or {}).items():
-            yield f"{p}/properties{_pointer([name])}", sub, name
+            yield f"{p}/properties{json_pointer([name])}", sub, name
 
 
 def _enum_and_default(schema: dict) -> list[str]:

@@ -8,12 +8,14 @@ await on it is bounded (start-up and each call), since the SDK's own waits can b
 The stdio transport starts the server in its own process group and kills the group when the
 connection closes; `close()` closes it, the Toolset calls `close()`, and an atexit hook
 closes whatever is still open when the interpreter exits, so no server outlives us.
+
+This module is the client. What a tool's result becomes for the model is in mcp_result.py,
+and the "mcpServers" config file is parsed in mcp_config.py.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shlex
 import tempfile
@@ -24,6 +26,8 @@ from typing import Any
 
 from ..cancel import watching
 from ..errors import ConfigError, ToolError
+from .mcp_config import config_entries
+from .mcp_result import observation
 from .specs import ToolSpec
 
 START_TIMEOUT = 30.0
@@ -327,35 +331,6 @@ class _OwnedHttp:
             await self.http.__aexit__(None, None, None)
 
 
-def observation(result, server: str, tool: str) -> Any:
-    """An MCP CallToolResult as the model sees it: structured content when there is some,
-    else the text; images and other binary parts become a short note."""
-    parts: list[str] = []
-    for block in result.content or []:
-        kind = getattr(block, "type", "?")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            size = len(getattr(block, "data", "") or "") * 3 // 4
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '?')}, {size} bytes, not shown]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {getattr(block, 'uri', '?')}]")
-        else:
-            parts.append(f"[{kind} content, not shown]")
-    text = "\n".join(parts)
-    if result.is_error:
-        raise ToolError(f"MCP server {server}: {tool} reported an error: "
-                        f"{' '.join(text.split())[:500] or 'no detail'}")
-    if result.structured_content is not None:
-        return result.structured_content
-    if len(parts) == 1:
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-    return text
-
-
 def _short_name(argv: list[str]) -> str:
     """'python3 server.py' for 'python3 /long/path/server.py --flag x': for messages."""
     first = next((a for a in argv[1:] if not a.startswith("-")), None)
@@ -399,35 +374,7 @@ def _reap(pid: int | None) -> None:
 def load_config(path: str | Path, **options: Any) -> list[MCPServer]:
     """The {"mcpServers": {NAME: {command, args, env} or {url, headers}}} file other MCP
     clients use; `${env:NAME}` in env and headers reads our environment."""
-    from .handlers import resolve_secrets
-
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read MCP config: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not a JSON MCP config: {exc}") from None
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ConfigError(f'{path}: expected {{"mcpServers": {{NAME: {{...}}}}}}')
-    out = []
-    for name, entry in servers.items():
-        where = f"{path}: mcpServers.{name}"
-        if not isinstance(entry, dict) or ("command" in entry) == ("url" in entry):
-            raise ConfigError(f"{where}: give either command (with args, env) or url "
-                              "(with headers)")
-        values = {k: resolve_secrets(str(v), f"{where}.env.{k}")
-                  for k, v in (entry.get("env") or entry.get("headers") or {}).items()}
-        if "url" in entry:
-            out.append(MCPServer(entry["url"], name=name, headers=values, **options))
-        else:
-            args = entry.get("args", [])
-            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-                raise ConfigError(f"{where}: args must be a list of strings")
-            out.append(MCPServer([entry["command"], *args], name=name, env=values,
-                                 cwd=entry.get("cwd"), **options))
-    return out
+    return [MCPServer(target, **keywords, **options) for target, keywords in config_entries(path)]
 
 
 @atexit.register

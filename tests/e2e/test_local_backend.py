@@ -155,3 +155,33 @@ def test_default_local_model_comes_from_the_environment(gguf, monkeypatch):
         assert model.path == gguf and model.name == f"local:{gguf.name}"
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("decoder", ["llguidance", "grammar"])
+def test_a_cancel_stops_local_decoding_at_the_next_token(local_model, monkeypatch, decoder):
+    """Both decoders: a reply is cut at the next token once the run is cancelled (and the
+    grammar path decodes at all)."""
+    import threading
+    import time
+
+    from jsonagent import CancelToken, Cancelled
+
+    if decoder == "grammar":  # llama.cpp's own loop under a GBNF grammar, as without llguidance
+        monkeypatch.setattr(local_model, "_guide", None)
+    monkeypatch.setattr(local_model.config, "max_tokens", 48)
+    toolset = Toolset.build(None)
+    fmt = response_format("schema", toolset, thought_max=120)
+    messages = _messages(toolset, "What time is it in UTC?")
+    token = CancelToken()
+    reply = token.call_here(local_model.complete, messages, fmt)  # runs to its end uncancelled
+    assert isinstance(parse_reply(reply.text, toolset), Parsed), reply.text
+    token = CancelToken()
+    long = _messages(toolset, "Write a 500-word essay about the sea, then finish with it.")
+    monkeypatch.setattr(local_model.config, "max_tokens", 1024)
+    threading.Timer(0.5, token.cancel).start()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        token.call_here(local_model.complete, long, response_format("object", toolset))
+    assert time.monotonic() - t0 < 5
+    token = CancelToken()
+    assert token.call_here(local_model.complete, messages, fmt).text  # the model is free again

@@ -1,0 +1,54 @@
+"""What parsing a model's reply gives: a `Step` (inside `Parsed`, with the repairs it took),
+or a `ReplyProblem` the model reads on the re-ask. `envelope.parse_reply` makes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .state import to_json
+
+if TYPE_CHECKING:
+    from .tools.toolset import Toolset
+
+ENVELOPE_KEYS = ("thought", "tool_name", "args_list")
+
+
+class Step(BaseModel):
+    """One turn of the model: why, which tool, with what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thought: str
+    tool_name: str
+    args_list: dict[str, Any]
+
+    def to_json(self) -> str:
+        # the fields by hand: model_dump would deep-copy the arguments first
+        return to_json({"thought": self.thought, "tool_name": self.tool_name,
+                        "args_list": self.args_list})
+
+
+@dataclass
+class Parsed:
+    step: Step
+    repairs: list[str] = field(default_factory=list)
+    note: str | None = None
+    """What the model must hear about its reply along with the observation (ignored actions)."""
+
+
+@dataclass
+class ReplyProblem:
+    """Why a reply was refused; `message` is what the model reads next."""
+
+    stage: str
+    """json | envelope | tool | args"""
+    message: str
+    repairs: list[str] = field(default_factory=list)
+
+    def for_model(self, toolset: Toolset) -> str:
+        return (f"Your last reply was rejected: {self.message}\n"
+                'Reply with exactly one JSON object: {"thought": "...", "tool_name": "<one of '
+                + ", ".join(toolset.names) + '>", "args_list": {...}}')

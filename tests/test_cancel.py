@@ -289,3 +289,32 @@ def test_ctrl_c_in_the_cli_during_a_command_exits_130_and_leaves_no_process(slow
     assert proc.returncode == 130, err
     assert seconds < 3 and "Traceback" not in err
     assert slow_tools.gone(slow_tools.command_pids(tmp), 0)
+
+
+def test_kill_9_of_the_cli_takes_its_command_along(slow):
+    """A killed process cannot clean up: the command must not outlive it (PR_SET_PDEATHSIG)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    tmp, specs, _ = slow
+    script = tmp / "script.json"
+    script.write_text(json.dumps([step("slow_command", {"until": time.time() + 60}), DONE]))
+    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", "run", "go", "--no-store",
+                             "--tools", str(specs), "--model", f"scripted:{script}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp,
+                            env={**os.environ, "JSONAGENT_HOME": str(tmp / "home")})
+    try:
+        assert slow_tools.wait_for(lambda: (tmp / "command.pids").exists(), 30)
+        command, grandchild = slow_tools.command_pids(tmp)
+        proc.kill()
+        proc.wait(10)
+        assert slow_tools.gone([command], 3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:  # what the command itself started is its own: clean up after the test
+            os.killpg(os.getpgid(grandchild), signal.SIGKILL)
+        except (ProcessLookupError, UnboundLocalError):
+            pass

@@ -191,7 +191,7 @@ class CommandHandler:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None
                                     else subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_dies_with_us())
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
@@ -213,6 +213,24 @@ class CommandHandler:
             detail = _snippet(err.decode("utf-8", "replace")) or _snippet(text) or "no output"
             raise ToolError(f"command {name!r} {why}: {detail}")
         return observation(text, self.output, self.limit, f"output of command {name!r}")
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """For the child, between fork and exec: be killed when we die, even by kill -9, so that
+    a resumed run never finds the old command still writing (Linux; a no-op elsewhere).
+    Everything is looked up here, in the parent: the child only makes the one call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
+
+    def child() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # we died before that took hold
+            os._exit(1)
+
+    return child
 
 
 def _kill_group(proc: subprocess.Popen, only_children: bool = False) -> None:

@@ -14,6 +14,7 @@ from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import EXIT, debug, guarded
+from .command import PlainCommand
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt, RunOptions,
@@ -77,7 +78,7 @@ def _finish(display, result, output: OutputChoice):
     raise typer.Exit(EXIT[result.status])
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
 def run(ctx: typer.Context,
         question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
@@ -104,7 +105,7 @@ def run(ctx: typer.Context,
     _finish(display, agent.run(text_arg(question), session=session), output)
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
 def resume(ctx: typer.Context,
            run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The paused run.")],
@@ -152,7 +153,7 @@ CHAT_HELP = """/help   this text
 Ctrl-C during a turn cancels that turn; the conversation goes on."""
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
 def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = False,
          transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
@@ -203,18 +204,8 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
     raise typer.Exit(0)
 
 
-app.command()(batch)
-app.command()(cli_serve.serve)
-
-
-def _plain_arguments() -> None:
-    """typer writes a required argument as {QUESTION} in the usage line and adds its Python
-    type beside it (QUESTION <str>); the metavar alone reads better: QUESTION."""
-    from typer.core import TyperArgument
-
-    usage, kind = TyperArgument._usage_display_name, TyperArgument.display_type_rich
-    TyperArgument._usage_display_name = lambda self: self.metavar or usage(self)
-    TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else kind(self, ctx)
+app.command(cls=PlainCommand)(batch)
+app.command(cls=PlainCommand)(cli_serve.serve)
 
 
 def main() -> None:
@@ -222,5 +213,4 @@ def main() -> None:
     if "--debug" in sys.argv[2:]:
         debug["on"] = True
         sys.argv.remove("--debug")
-    _plain_arguments()
     app()

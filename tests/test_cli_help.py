@@ -7,12 +7,18 @@ import os
 import re
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
+from jsonagent.cli.main import app
 from test_cli import cli
 
 SNAPSHOTS = os.path.join(os.path.dirname(__file__), "snapshots")
 COMMANDS = [[], ["run"], ["chat"], ["resume"], ["sessions"], ["tools"], ["models"], ["batch"],
-            ["serve"], ["sandbox"]]
+            ["serve"], ["sandbox"], ["tools", "call"]]
+# typer's own placeholders: {name} or [name] in the usage line, a Python type beside a name
+ODD = re.compile(r"<(str|path|int|float|list\[)[^>]*>|\{[A-Za-z_]+\}|^Usage:.*\[[a-z_]+\]",
+                 re.M)
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c) or "jsonagent")
@@ -34,4 +40,22 @@ def test_no_description_is_cut_off_and_no_placeholder_is_odd():
     assert "..." not in commands  # every one-line description fits
     for command in COMMANDS[1:]:
         help_text = cli(*command, "--help", env={"COLUMNS": "100"}).stdout
-        assert not re.search(r"<list\[|<str>|<path>|\{[a-z_]+\}", help_text), (command, help_text)
+        assert not ODD.search(help_text), (command, help_text)
+
+
+def _leaves(group, path=()):
+    for name, command in group.commands.items():
+        if isinstance(command, typer.core.TyperGroup):
+            yield from _leaves(command, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_every_command_names_its_arguments_plainly():
+    """Walked from the app, so a new command is checked too (`tools call` once slipped by)."""
+    leaves = list(_leaves(typer.main.get_command(app)))
+    assert ("tools", "call") in leaves and ("sandbox", "run") in leaves
+    for path in leaves:
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+        assert result.exit_code == 0, (path, result.output)
+        assert not ODD.search(result.output), (path, result.output)

@@ -14,7 +14,10 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import RunOptions, run_options
+from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
+                      NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
+                      SandboxOpt, ToolsOpt)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -26,8 +29,8 @@ class BackendChoice(str, Enum):
 
 
 @guarded
-@run_options
-def batch(tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
+def batch(ctx: typer.Context,
+          tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
                                                 help='One {"id", "input"} object a line.')],
           out: Annotated[Path, typer.Option("--out", metavar="RESULTS.jsonl",
                                             help="Results, one line a task; ids already there "
@@ -48,7 +51,14 @@ def batch(tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
                                      "lines.")] = False,
           transcripts: Annotated[Optional[Path], typer.Option(
               "--transcripts", metavar="DIR", help="Keep one JSONL transcript per task.")] = None,
-          *, opts: RunOptions):
+          # the shared run options; RunOptions.of(ctx) gathers them
+          tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+          mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+          model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
+          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
+          no_kv_cache: NoKvCacheOpt = False):
     """Run every task of a JSONL file.
 
     Re-run the same command to finish an interrupted batch: ids already in --out are skipped.
@@ -57,6 +67,7 @@ def batch(tasks: Annotated[Path, typer.Argument(metavar="TASKS.jsonl",
 
     from ..batch import read_results, read_tasks, run_batch, to_run
 
+    opts = RunOptions.of(ctx)
     try:
         task_list = read_tasks(tasks)
         # the bar counts what run_batch will run, so it needs the same count first

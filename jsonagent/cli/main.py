@@ -14,7 +14,11 @@ from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import EXIT, debug, guarded
-from .options import OutputChoice, RunOptions, interactive, run_options, text_arg
+from .command import PlainCommand
+from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
+                      NoKvCacheOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, ToolsOpt, interactive, text_arg)
 
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -74,13 +78,21 @@ def _finish(display, result, output: OutputChoice):
     raise typer.Exit(EXIT[result.status])
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
-@run_options
-def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
+def run(ctx: typer.Context,
+        question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
         session: SessionOpt = None, no_input: NoInputOpt = False,
         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
-        output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
+        output: OutputOpt = OutputChoice.text,
+        # the shared run options; RunOptions.of(ctx) gathers them
+        tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+        mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+        model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+        max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
+        sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
+        no_kv_cache: NoKvCacheOpt = False):
     """Run one task and print its answer.
 
     The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
@@ -89,14 +101,14 @@ def run(question: Annotated[str, typer.Argument(metavar="QUESTION", help="The ta
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)
-    agent = _agent(opts, display, no_input, transcript, no_store)
+    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store)
     _finish(display, agent.run(text_arg(question), session=session), output)
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
-@run_options
-def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The paused run.")],
+def resume(ctx: typer.Context,
+           run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The paused run.")],
            answer: Annotated[Optional[str], typer.Option(
                "--answer", metavar="TEXT", help="The answer to the run's question.")] = None,
            approve: Annotated[bool, typer.Option("--approve", help="Allow the pending call.")] = False,
@@ -104,7 +116,15 @@ def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The pau
            reason: Annotated[Optional[str], typer.Option(
                "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
            no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
-           output: OutputOpt = OutputChoice.text, *, opts: RunOptions):
+           output: OutputOpt = OutputChoice.text,
+           # the shared run options; RunOptions.of(ctx) gathers them
+           tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+           mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
+           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
+           no_kv_cache: NoKvCacheOpt = False):
     """Go on with a paused or interrupted run.
 
     The model and tools the run recorded are used again; --model and --tools override them."""
@@ -114,6 +134,7 @@ def resume(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The pau
 
     if approve and deny:
         raise ConfigError("--approve and --deny exclude each other")
+    opts = RunOptions.of(ctx)
     state = open_store().load_run(run_id).state
     display = Display(quiet=output is OutputChoice.json, stored=True)
     agent = _agent(opts.over(state.origin), display, no_input, transcript, no_store=False)
@@ -132,11 +153,18 @@ CHAT_HELP = """/help   this text
 Ctrl-C during a turn cancels that turn; the conversation goes on."""
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 @guarded
-@run_options
-def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
-         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False, *, opts: RunOptions):
+def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = False,
+         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
+         # the shared run options; RunOptions.of(ctx) gathers them
+         tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+         mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+         model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
+         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
+         no_kv_cache: NoKvCacheOpt = False):
     """Talk with the agent, turn after turn.
 
     History and the code interpreter's variables carry over between turns; with --session
@@ -144,7 +172,7 @@ def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
     from .display import Display
 
     display = Display(stored=not no_store)
-    agent = _agent(opts, display, no_input, transcript, no_store)
+    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store)
     conversation = agent.session(session)
     try:
         while True:
@@ -176,18 +204,8 @@ def chat(session: SessionOpt = None, no_input: NoInputOpt = False,
     raise typer.Exit(0)
 
 
-app.command()(batch)
-app.command()(cli_serve.serve)
-
-
-def _plain_arguments() -> None:
-    """typer writes a required argument as {QUESTION} in the usage line and adds its Python
-    type beside it (QUESTION <str>); the metavar alone reads better: QUESTION."""
-    from typer.core import TyperArgument
-
-    usage, kind = TyperArgument._usage_display_name, TyperArgument.display_type_rich
-    TyperArgument._usage_display_name = lambda self: self.metavar or usage(self)
-    TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else kind(self, ctx)
+app.command(cls=PlainCommand)(batch)
+app.command(cls=PlainCommand)(cli_serve.serve)
 
 
 def main() -> None:
@@ -195,5 +213,4 @@ def main() -> None:
     if "--debug" in sys.argv[2:]:
         debug["on"] = True
         sys.argv.remove("--debug")
-    _plain_arguments()
     app()

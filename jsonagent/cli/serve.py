@@ -8,14 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from .exits import USAGE, fail, guarded
-from .options import RunOptions, run_options
+from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
+                      NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
+                      SandboxOpt, ToolsOpt)
 
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
 
 @guarded
-@run_options
-def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Address to bind.")] = "127.0.0.1",
+def serve(ctx: typer.Context,
+          host: Annotated[str, typer.Option("--host", metavar="HOST", help="Address to bind.")] = "127.0.0.1",
           port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="PORT",
                                                       help="Port to listen on.")] = 8321,
           workers: Annotated[int, typer.Option(
@@ -31,7 +34,14 @@ def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Addr
               "--allowed-host", metavar="NAME",
               help="A Host name to answer without a token, besides 127.0.0.1, localhost "
                    "and [::1] (repeatable).")] = None,
-          *, opts: RunOptions):
+          # the shared run options; RunOptions.of(ctx) gathers them
+          tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
+          mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+          model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
+          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
+          no_kv_cache: NoKvCacheOpt = False):
     """Serve the agent: REST under /v1, A2A, and a web page at /.
 
     Runs are kept in the same store as the CLI's sessions; a restart takes them over."""
@@ -51,6 +61,7 @@ def serve(host: Annotated[str, typer.Option("--host", metavar="HOST", help="Addr
 
     _check_port(host, port)
     store = open_store(default_path())
+    opts = RunOptions.of(ctx)
     opts.build_agent()  # bad options fail here, before the port is taken
     runner = Runner(lambda: opts.build_agent(store=store), store, workers, expire_after)
     app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}",

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from .command import PlainCommand
 from .exits import fail, guarded
 from .options import OutputChoice
 
@@ -38,7 +39,7 @@ def _when(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
 
 
-@app.command("list")
+@app.command("list", cls=PlainCommand)
 @guarded
 def list_sessions(output: OutputOpt = OutputChoice.text):
     """Every session, newest first: name, runs, last status."""
@@ -54,7 +55,7 @@ def list_sessions(output: OutputOpt = OutputChoice.text):
                    f"{s.last_status or '-':<12} {_when(s.updated_at)}")
 
 
-@app.command("show")
+@app.command("show", cls=PlainCommand)
 @guarded
 def show(name: NameArg, output: OutputOpt = OutputChoice.text):
     """A session's runs: question, status, steps and answer, or what a paused run waits for."""
@@ -89,7 +90,7 @@ def show(name: NameArg, output: OutputOpt = OutputChoice.text):
             typer.echo(f"  error: {st.error}")
 
 
-@app.command("export")
+@app.command("export", cls=PlainCommand)
 @guarded
 def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
         "--out", metavar="FILE", help="Write here instead of stdout.")] = None,
@@ -105,7 +106,7 @@ def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
         out.write_text(lines, encoding="utf-8")
 
 
-@app.command("delete")
+@app.command("delete", cls=PlainCommand)
 @guarded
 def delete(name: NameArg, output: OutputOpt = OutputChoice.text):
     """Delete a session with its runs and events."""

@@ -10,6 +10,7 @@ import typer
 
 from ..errors import UserError
 from ..status import NEEDS_HUMAN
+from .command import PlainCommand
 from .exits import EXIT, USAGE, fail, guarded
 from .options import OutputChoice, interactive, json_arg
 
@@ -26,12 +27,13 @@ McpConfigOpt = Annotated[Optional[list[Path]], typer.Option(
 McpPrefixOpt = Annotated[bool, typer.Option(
     "--mcp-prefix", help="Name each MCP tool SERVER_tool.")]
 NoCoreOpt = Annotated[bool, typer.Option("--no-core-tools", help="Leave out the built-ins.")]
+ArgsOpt = Annotated[str, typer.Option("--args", metavar="JSON", help="Arguments as JSON.")]
 OutputOpt = Annotated[OutputChoice, typer.Option("--output", "-o", help="text or json.")]
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the call (exit 4).")]
 
 
-@app.command("list")
+@app.command("list", cls=PlainCommand)
 @guarded
 def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
                mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
@@ -50,7 +52,7 @@ def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfig
         typer.echo(f"{t.name}({sig})\n    {t.spec.description}")
 
 
-@app.command("validate")
+@app.command("validate", cls=PlainCommand)
 @guarded
 def tools_validate(files: Annotated[list[Path], typer.Argument(
                        help="Spec files or directories to check.")],
@@ -77,12 +79,13 @@ def tools_validate(files: Annotated[list[Path], typer.Argument(
     raise typer.Exit(USAGE if bad else 0)
 
 
-@app.command("check")
+@app.command("check", cls=PlainCommand)
 @guarded
 def tools_check(file: Annotated[Optional[Path], typer.Argument(
                     help="Spec file (or use --tools / --mcp).")] = None,
-                tool: Annotated[str, typer.Option("--tool", help="Tool name.")] = "",
-                args: Annotated[str, typer.Option("--args", help="Arguments as JSON.")] = "{}",
+                tool: Annotated[str, typer.Option("--tool", metavar="NAME",
+                                                  help="Tool name.")] = "",
+                args: ArgsOpt = "{}",
                 tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
                 mcp_prefix: McpPrefixOpt = False):
     """Validate arguments against one tool's schema; exit 1 if they do not fit."""
@@ -109,10 +112,10 @@ def tools_check(file: Annotated[Optional[Path], typer.Argument(
     raise typer.Exit(1 if errors else 0)
 
 
-@app.command("call")
+@app.command("call", cls=PlainCommand)
 @guarded
 def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
-               args: Annotated[str, typer.Option("--args", help="Arguments as JSON.")] = "{}",
+               args: ArgsOpt = "{}",
                tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
                mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
                no_input: NoInputOpt = False):
@@ -143,7 +146,7 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
 
 
-@app.command("lint")
+@app.command("lint", cls=PlainCommand)
 @guarded
 def tools_lint(paths: Annotated[list[Path], typer.Argument(help="Spec files or directories.")],
                strict: Annotated[bool, typer.Option(
@@ -172,11 +175,13 @@ def tools_lint(paths: Annotated[list[Path], typer.Argument(help="Spec files or d
     raise typer.Exit(1 if findings else 0)
 
 
-@app.command("scaffold")
+@app.command("scaffold", cls=PlainCommand)
 @guarded
 def tools_scaffold(spec: Annotated[Path, typer.Argument(help="Spec file.")],
-                   out: Annotated[Path, typer.Option("--out", help="Python module to write.")],
-                   force: Annotated[bool, typer.Option("--force", help="Overwrite OUT.")] = False):
+                   out: Annotated[Path, typer.Option("--out", metavar="FILE",
+                                                     help="Python module to write.")],
+                   force: Annotated[bool, typer.Option(
+                       "--force", help="Overwrite the --out file.")] = False):
     """Write a typed Python stub whose signatures match the spec's schemas."""
     from ..tools.scaffold import stub
     from ..tools.specs import load_tools
@@ -191,7 +196,7 @@ def tools_scaffold(spec: Annotated[Path, typer.Argument(help="Spec file.")],
     typer.echo(f"wrote {out}")
 
 
-@app.command("export")
+@app.command("export", cls=PlainCommand)
 @guarded
 def tools_export(ref: Annotated[str, typer.Argument(help="module:function of a @tool.")]):
     """Print the JSON spec of a @tool function (a module in the current directory works)."""

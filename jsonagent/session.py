@@ -30,9 +30,16 @@ if TYPE_CHECKING:
     from .store import Store
 
 
+NAME_MAX = 200
+"""The longest session name, on every surface (the REST API's bodies say the same)."""
+
+
 class Session:
     def __init__(self, deps: RunDeps, name: str | None = None, store: Store | None = None,
                  loop: asyncio.AbstractEventLoop | None = None):
+        if name is not None and not 0 < len(name) <= NAME_MAX:
+            raise ConfigError(f"a session's name has 1 to {NAME_MAX} characters "
+                              f"(this one has {len(name)})")
         self.deps, self.name, self.store = deps, name, store
         self.id = store.open_session(name) if store is not None else new_id("ses")
         ask = bridge(deps.ask_human, loop)

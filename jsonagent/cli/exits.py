@@ -7,7 +7,7 @@ import os
 
 import typer
 
-from ..errors import JsonAgentError, UserError
+from ..errors import JsonAgentError, SessionBusy, UserError
 from ..status import INTERRUPTED, RESULTS, exit_code
 
 EXIT = {status: exit_code(status) for status in RESULTS}
@@ -26,6 +26,13 @@ def guarded(fn):
             raise
         except KeyboardInterrupt:
             fail("interrupted", EXIT[INTERRUPTED])
+        except BrokenPipeError:  # `| head`: the reader has all it wanted, a normal end
+            _quiet_stdout()
+            raise typer.Exit(0) from None
+        except SessionBusy as exc:  # a run waits for a person: the user has to answer it
+            if debug["on"]:
+                raise
+            fail(str(exc), USAGE if exc.waiting else 1)
         except JsonAgentError as exc:
             if debug["on"]:
                 raise
@@ -36,6 +43,17 @@ def guarded(fn):
             fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
                  "traceback)", 1)
     return wrapper
+
+
+def _quiet_stdout() -> None:
+    """Nothing more can reach the closed pipe; point stdout elsewhere so that Python's own
+    flush at exit does not complain about it either."""
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def fail(message: str, code: int):

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..status import NEEDS_HUMAN
 from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
@@ -136,6 +137,13 @@ def resume(ctx: typer.Context,
         raise ConfigError("--approve and --deny exclude each other")
     opts = RunOptions.of(ctx)
     state = open_store().load_run(run_id).state
+    pending = state.pending if state.status == NEEDS_HUMAN else None
+    if pending is not None and pending.kind == "question" and answer is None:
+        raise ConfigError(f"run {run_id} waits for an answer to {pending.question!r}: give it "
+                          "with --answer TEXT")
+    if pending is not None and pending.kind == "approval" and not (approve or deny):
+        raise ConfigError(f"run {run_id} waits for an approval of {pending.tool}: add --approve, "
+                          "or --deny with an optional --reason TEXT")
     display = Display(quiet=output is OutputChoice.json, stored=True)
     agent = _agent(opts.over(state.origin), display, no_input, transcript, no_store=False)
     if "tools" not in opts.given and agent.toolset.fingerprint() != state.toolset:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 
 from .. import status as status_table
 from ..errors import Unknown
+from ..session import NAME_MAX
 from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
 from .shapes import RespondIn, RunIn, error, run_view, session_view
@@ -42,7 +43,7 @@ def create_run(body: RunIn, runner: Runs) -> dict[str, Any]:
 @router.get("/runs")
 def list_runs(runner: Runs,
               status: Literal[SERVER_STATUSES] | None = None,  # type: ignore[valid-type]
-              session: str | None = Query(None, max_length=200),
+              session: str | None = Query(None, max_length=NAME_MAX),
               limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=MAX_OFFSET)):
     store, session_id = runner.store, None
     if session is not None:

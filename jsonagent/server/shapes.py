@@ -7,6 +7,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..session import NAME_MAX
 from ..status import NEEDS_HUMAN, RESULTS, server_status
 from .runner import public_status
 
@@ -20,7 +21,7 @@ class RunIn(BaseModel):
 
     input: str = Field(min_length=1, max_length=200_000)
     """The task, in plain words."""
-    session: str | None = Field(None, min_length=1, max_length=200)
+    session: str | None = Field(None, min_length=1, max_length=NAME_MAX)
     """Continue (or start) this named conversation."""
     max_steps: int | None = Field(None, ge=1, le=1000)
 

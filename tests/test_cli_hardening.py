@@ -1,0 +1,65 @@
+"""What a hostile pass found in the CLI (issue 24): messages that say what to do, one rule for
+session names, a closed pipe as a normal end. Each runs the real command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from test_cli import assert_one_line_error, cli, script
+from jsonagent.testing import step
+
+ASK = step("AskHumanHelpTool", {"question": "Which city?"})
+APPROVE = step("CodeInterpreterTool", {"code": "print(1)"})
+
+
+def paused_run(tmp_path, *replies, session="desk", extra=()) -> str:
+    proc = cli("run", "x", "--session", session, "--no-input", "--output", "json", *extra,
+               "--model", script(tmp_path, *replies))
+    assert proc.returncode == 4, proc.stderr
+    import json
+
+    return json.loads(proc.stdout)["run_id"]
+
+
+def test_resume_names_the_flag_the_run_waits_for(tmp_path):
+    run_id = paused_run(tmp_path, ASK)
+    for args in (["--approve"], []):  # a wrong decision, and none at all without a TTY
+        proc = cli("resume", run_id, *args, stdin="")
+        assert proc.returncode == 2 and "--answer TEXT" in proc.stderr, proc.stderr
+        assert_one_line_error(proc)
+    run_id = paused_run(tmp_path, APPROVE, session="other", extra=["--confirm-code"])
+    proc = cli("resume", run_id, "--answer", "yes", stdin="")
+    assert proc.returncode == 2 and "--approve" in proc.stderr and "--deny" in proc.stderr
+
+
+def test_a_new_run_on_a_session_that_waits_is_a_usage_error(tmp_path):
+    paused_run(tmp_path, ASK)
+    proc = cli("run", "again", "--session", "desk", "--model", script(tmp_path, ASK))
+    assert proc.returncode == 2 and "--answer TEXT" in proc.stderr, proc.stderr
+    assert_one_line_error(proc)
+
+
+def test_session_names_follow_one_rule_on_every_surface(tmp_path):
+    for name, length in (("", 0), ("x" * 201, 201)):
+        proc = cli("run", "q", "--session", name, "--model", script(tmp_path, ASK))
+        assert proc.returncode == 2, proc.stderr
+        assert f"1 to 200 characters (this one has {length})" in proc.stderr
+        assert_one_line_error(proc)
+    assert cli("run", "q", "--session", "x" * 200, "--no-input",
+               "--model", script(tmp_path, ASK)).returncode == 4
+
+
+def test_a_closed_pipe_ends_any_command_quietly(tmp_path):
+    paused_run(tmp_path, ASK, session="long", extra=())
+    big = "w" * 120_000  # more than a pipe holds, so the writer meets the closed end
+    cli("run", big, "--session", "big", "--no-input", "--model", script(tmp_path, ASK))
+    for args in (["sessions", "show", "big"], ["sessions", "export", "big"],
+                 ["sessions", "list"]):
+        shell = subprocess.run(
+            f"{sys.executable} -m jsonagent {' '.join(args)} | head -c 10 > /dev/null; "
+            "echo ${PIPESTATUS[0]} >&2", shell=True, executable="/bin/bash",
+            capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in shell.stderr and "BrokenPipe" not in shell.stderr, shell.stderr
+        assert "error" not in shell.stderr, shell.stderr
+        assert shell.stderr.strip().splitlines()[-1] == "0", shell.stderr

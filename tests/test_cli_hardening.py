@@ -63,3 +63,16 @@ def test_a_closed_pipe_ends_any_command_quietly(tmp_path):
         assert "Traceback" not in shell.stderr and "BrokenPipe" not in shell.stderr, shell.stderr
         assert "error" not in shell.stderr, shell.stderr
         assert shell.stderr.strip().splitlines()[-1] == "0", shell.stderr
+
+
+def test_a_batch_task_without_a_session_is_resumable(tmp_path):
+    import json
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "input": "weather?"}) + "\n")
+    model = script(tmp_path, ASK, step("TaskCompleteTool", {"output": "sunny"}))
+    proc = cli("batch", tasks, "--out", tmp_path / "out.jsonl", "--model", model)
+    [line] = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert line["status"] == "needs_human" and line["run_id"], (line, proc.stderr)
+    done = cli("resume", line["run_id"], "--answer", "Oslo", stdin="")
+    assert done.returncode == 0 and done.stdout.strip() == "sunny", done.stderr

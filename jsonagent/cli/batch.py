@@ -66,6 +66,7 @@ def batch(ctx: typer.Context,
     import functools
 
     from ..batch import read_results, read_tasks, run_batch, to_run
+    from ..store import default_path
 
     opts = RunOptions.of(ctx)
     try:
@@ -74,7 +75,9 @@ def batch(ctx: typer.Context,
         todo = len(to_run(task_list, read_results(out), retry_failed)) \
             if sys.stderr.isatty() else 0
         with _Progress(todo) if todo else contextlib.nullcontext() as bar:
-            summary = run_batch(task_list, out, functools.partial(RunOptions.build_agent, opts),
+            # every task's run is stored, as the CLI's runs are: a paused one is resumable
+            build = functools.partial(RunOptions.build_agent, opts, store=str(default_path()))
+            summary = run_batch(task_list, out, build,
                                 workers=workers, backend=backend.value, ray_address=ray_address,
                                 task_timeout=task_timeout, retry_failed=retry_failed,
                                 transcripts=transcripts,

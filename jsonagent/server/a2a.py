@@ -23,8 +23,9 @@ from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
                        HTTPAuthSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
                        TaskState)
 
-from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..errors import Conflict, SessionBusy, Unknown
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from .wakeups import until_news
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -49,8 +50,9 @@ def decision(pending: Any, text: str) -> dict[str, Any]:
 
 
 class RunExecutor(AgentExecutor):
-    def __init__(self, runner: Runner):
-        self.runner = runner
+    def __init__(self, runner: Runner, app_state: Any):
+        self.runner, self.app_state = runner, app_state
+        """The app's state: its `wakeups` exist once the app has started."""
         self.tasks: dict[str, str] = {}
         """A2A task id -> our run id."""
 
@@ -89,17 +91,19 @@ class RunExecutor(AgentExecutor):
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
         """Map the run's events onto the task until it ends or waits for a person."""
         store = self.runner.store
-        while not self.runner.stopping.is_set():
-            for event in await asyncio.to_thread(store.events, run_id, None, after):
-                after = event["seq"]
-                if event["type"] == "step":
-                    line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
-                    await updater.update_status(TaskState.TASK_STATE_WORKING,
-                                                updater.new_agent_message([new_text_part(line)]))
-                elif event["type"] == "run_end":
-                    await self._end(run_id, event, updater)
-                    return
-            await asyncio.sleep(0.1)
+        with self.app_state.wakeups.follow(run_id) as news:
+            while not self.runner.stopping.is_set():
+                news.clear()
+                for event in await asyncio.to_thread(store.events, run_id, None, after):
+                    after = event["seq"]
+                    if event["type"] == "step":
+                        line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
+                        message = updater.new_agent_message([new_text_part(line)])
+                        await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+                    elif event["type"] == "run_end":
+                        await self._end(run_id, event, updater)
+                        return
+                await until_news(news)
 
     async def _end(self, run_id: str, event: dict, updater: TaskUpdater) -> None:
         def say(text: str):
@@ -170,7 +174,7 @@ def mount(app: FastAPI, runner: Runner, base_url: str, token: str | None = None)
     if not any(isinstance(f, _ClientMistakes) for f in dispatcher.filters):
         dispatcher.addFilter(_ClientMistakes())
     card = agent_card(runner, base_url, token)
-    handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner),
+    handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner, app.state),
                                       task_store=InMemoryTaskStore(), agent_card=card)
     for route in [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH)]:
         app.router.routes.append(route)

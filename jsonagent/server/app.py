@@ -21,6 +21,7 @@ from .guard import Guard
 from .routes import router
 from .runner import Runner
 from .shapes import error as _error
+from .wakeups import Wakeups
 
 MAX_BODY = 1 << 20
 """Bytes a request body may hold."""
@@ -32,10 +33,12 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
     `allowed_hosts` are Host names a tokenless server answers besides the loopback ones."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        app.state.wakeups = Wakeups(runner.store, asyncio.get_running_loop())
         runner.start()
         try:
             yield
         finally:
+            app.state.wakeups.stop()
             await asyncio.to_thread(runner.stop)
 
     app = FastAPI(title="jsonagent", version="1", lifespan=lifespan, docs_url=None,

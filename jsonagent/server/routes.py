@@ -15,6 +15,7 @@ from ..session import NAME_MAX
 from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
 from .shapes import RespondIn, RunIn, error, run_view, session_view
+from .wakeups import until_news
 
 STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
 """The store's statuses behind each of the server's: a server's run whose process died is
@@ -99,24 +100,26 @@ async def events(run_id: str, request: Request, runner: Runs,
 
 async def _stream(runner: Runner, run_id: str, after: int, request: Request):
     """Every event after `after`, as it is recorded; the stream ends with the run (a pause
-    is not an end)."""
+    is not an end). Between looks it sleeps until the store says the run has news."""
     store = runner.store
-    while not runner.stopping.is_set():
-        batch = await asyncio.to_thread(store.events, run_id, None, after)
-        for event in batch:
-            after = event["seq"]
-            yield {"id": str(event["seq"]), "event": event["type"],
-                   "data": json.dumps(event, ensure_ascii=False)}
-            if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
-                return
-        if not batch:
-            info = await asyncio.to_thread(runner.get, run_id)
-            if public_status(info) in SERVER_FINAL and not \
-                    await asyncio.to_thread(store.events, run_id, None, after):
-                return
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(0.1)
+    with request.app.state.wakeups.follow(run_id) as news:
+        while not runner.stopping.is_set():
+            news.clear()
+            batch = await asyncio.to_thread(store.events, run_id, None, after)
+            for event in batch:
+                after = event["seq"]
+                yield {"id": str(event["seq"]), "event": event["type"],
+                       "data": json.dumps(event, ensure_ascii=False)}
+                if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
+                    return
+            if not batch:
+                info = await asyncio.to_thread(runner.get, run_id)
+                if public_status(info) in SERVER_FINAL and not \
+                        await asyncio.to_thread(store.events, run_id, None, after):
+                    return
+                if await request.is_disconnected():
+                    return
+                await until_news(news)
 
 
 @router.get("/sessions")

@@ -109,6 +109,11 @@ class Store(Protocol):
     def record(self, event: Any, state: RunState) -> None:
         """Append an event; at a step boundary, also checkpoint the state."""
 
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call `callback(run_id)`, from any thread, whenever new events of a run can be
+        read; returns the function that stops it. A store shared by several processes says
+        so for its own writes at least: a reader still looks again now and then."""
+
     def load_run(self, run_id: str) -> RunInfo: ...
 
     def last_run(self, session_id: str) -> RunState | None: ...

@@ -95,6 +95,7 @@ class SQLiteStore:
         self._migrate(tables)
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
+        self._listeners: list[Callable[[str], None]] = []
 
     # -- schema -------------------------------------------------------------------------------
 
@@ -282,6 +283,7 @@ class SQLiteStore:
                            "heartbeat_at = ? WHERE id = ?",
                            (state.model_dump_json(), state.status, now, now, state.run_id))
             del self._pending[event.run_id]
+        self._tell(event.run_id)
 
     def load_run(self, run_id: str) -> RunInfo:
         rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
@@ -347,7 +349,17 @@ class SQLiteStore:
                        (run_id, end.seq, end.type, end.t, end.to_json()))
             db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, decision = NULL "
                        "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
-            return True
+        self._tell(run_id)
+        return True
+
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Told of this store object's own writes: another process's are seen by looking."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback)
+
+    def _tell(self, run_id: str) -> None:
+        for callback in list(self._listeners):
+            callback(run_id)
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
         orphaned = row["status"]

@@ -160,3 +160,44 @@ def test_a_busy_session_names_the_http_route_to_answer(serve):
     message = r.json()["error"]
     assert f"POST /v1/runs/{run['id']}/respond" in message and "jsonagent resume" not in message
 
+
+
+def test_sigterm_after_a2a_use_and_with_a_stream_open_ends_cleanly_and_soon(serve):
+    import asyncio
+    import signal
+    import threading
+    import time
+
+    from test_server_a2a import client_for, send
+
+    server = serve([ASK, DONE], token="t")
+
+    async def ask():
+        client, http = await client_for(server, streaming=True)
+        try:
+            await send(client, "weather?")
+        finally:
+            await http.aclose()
+
+    asyncio.run(asyncio.wait_for(ask(), 60))
+    run = server.create(input="x")
+    server.wait(run["id"], "requires_action")
+    opened = threading.Event()
+
+    def listen():
+        try:
+            with httpx.stream("GET", f"{server.url}/v1/runs/{run['id']}/events",
+                              headers={"Authorization": "Bearer t"}, timeout=30) as r:
+                opened.set()
+                for _ in r.iter_lines():
+                    pass
+        except httpx.HTTPError:
+            pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    assert opened.wait(10)
+    t0 = time.monotonic()
+    code = server.kill(signal.SIGTERM, wait_s=15)
+    assert code == 0 and time.monotonic() - t0 < 3, (code, time.monotonic() - t0)
+    log = server.output()
+    assert "Traceback" not in log and "Task was destroyed" not in log, log[-2000:]

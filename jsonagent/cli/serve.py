@@ -70,17 +70,20 @@ def serve(ctx: typer.Context,
                             timeout_graceful_shutdown=5, lifespan="on")
     typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "
                f"{runner.front.deps.caps.name}, {workers} workers)", err=True)
-    server = _server_class()(config)
+    server = _server_class(runner)(config)
     server.run()
     store.close()
     raise typer.Exit(0)
 
 
-def _server_class():
+def _server_class(runner):
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
+            # streams (SSE, A2A) end at once instead of holding the graceful shutdown open;
+            # the workers still finish their current step
+            runner.stopping.set()
             super().handle_exit(sig, frame)
             # uvicorn raises the signal again once it stopped; stopping is our normal end (0)
             self._captured_signals.clear()

@@ -76,3 +76,15 @@ def test_a_batch_task_without_a_session_is_resumable(tmp_path):
     assert line["status"] == "needs_human" and line["run_id"], (line, proc.stderr)
     done = cli("resume", line["run_id"], "--answer", "Oslo", stdin="")
     assert done.returncode == 0 and done.stdout.strip() == "sunny", done.stderr
+
+
+def test_a_memory_error_in_the_code_says_the_limit_and_what_sets_it(tmp_path):
+    import json
+
+    code = step("CodeInterpreterTool", {"code": "x = bytearray(3 * 1024 ** 3)"})
+    proc = cli("run", "x", "--no-store", "--output", "json",
+               "--model", script(tmp_path, code, step("TaskCompleteTool", {"output": "no"})))
+    assert proc.returncode == 0, proc.stderr
+    observation = json.loads(proc.stdout)["steps"][0]["observation"]
+    assert observation["error"].rstrip().endswith("MemoryError")
+    assert "1024 MB" in observation["note"] and "sandbox_memory_mb" in observation["note"]

@@ -107,7 +107,7 @@ class CancelToken:
         """`fn(*args, **kwargs)` in the run's helper thread, waited on here: its result, its
         exception, or Cancelled as soon as the token is cancelled. Ctrl-C while waiting
         cancels the token (so the work is stopped too) and goes on up. The hand-over costs
-        two thread switches (about 0.1 ms); `call_here` is for work that stops by itself."""
+        two thread switches (about 0.2 ms); `call_here` is for work that stops by itself."""
         self.check()
         if self._helper is None:
             self._helper = _Helper(self)

@@ -1,0 +1,61 @@
+"""The SQLite store's schema, as migrations: functions applied in order, each once, and
+recorded in a table (as simonw/llm's migrations.py does)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Callable
+
+MIGRATIONS_TABLE = "_jsonagent_migrations"
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    _script(db, """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            name TEXT UNIQUE,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            status TEXT NOT NULL,
+            question TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            owner TEXT,
+            heartbeat_at REAL,
+            state TEXT NOT NULL
+        );
+        CREATE INDEX runs_by_session ON runs(session_id, created_at);
+        CREATE INDEX runs_by_status ON runs(status, created_at);
+        CREATE TABLE events (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            t REAL NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        );
+    """)
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    # not executescript(): it commits first, and a migration runs inside our transaction
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _m002_served_runs(db: sqlite3.Connection) -> None:
+    """Runs a server queued (it takes them over after a restart), and a person's decision
+    waiting for a worker."""
+    _script(db, """
+        ALTER TABLE runs ADD COLUMN served INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN decision TEXT
+    """)
+
+
+# Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_served_runs]

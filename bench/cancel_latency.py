@@ -43,19 +43,6 @@ def call(kind: str) -> dict:
     return {"thought": "slow", "tool_name": tool, "args_list": args}
 
 
-def running(kind: str, tmp: Path, http: slow_tools.SlowHttp, pid: int) -> bool:
-    if kind == "command":
-        return (tmp / "command.pids").exists()
-    if kind == "python":
-        return (tmp / "python.started").exists()
-    if kind == "http":
-        return http.requests > 0
-    if kind == "mcp":
-        return (tmp / "mcp.pid.sleeping").exists()
-    return any(b"sandbox.boot" in Path(f"/proc/{p}/cmdline").read_bytes()
-               for p in slow_tools.descendants(pid) if Path(f"/proc/{p}").exists())
-
-
 def measure(kind: str, repeat: int) -> list[float]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -85,7 +72,8 @@ def measure(kind: str, repeat: int) -> list[float]:
                         (tmp / name).unlink(missing_ok=True)
                     http.requests = 0
                     run = c.post("/v1/runs", json={"input": "go"}).json()["id"]
-                    assert slow_tools.wait_for(lambda: running(kind, tmp, http, proc.pid), 60)
+                    assert slow_tools.wait_for(
+                        lambda: slow_tools.started(kind, tmp, http, proc.pid), 60)
                     time.sleep(0.3)
                     t0 = time.perf_counter()
                     c.post(f"/v1/runs/{run}/cancel")

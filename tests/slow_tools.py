@@ -154,6 +154,32 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def sandboxes(pid: int) -> list[int]:
+    """The sandbox processes below `pid`."""
+    found = []
+    for child in descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"sandbox.boot" in f.read():
+                    found.append(child)
+        except OSError:
+            pass
+    return found
+
+
+def started(kind: str, tmp: Path, http: SlowHttp, pid: int) -> bool:
+    """The slow tool of `kind`, run by process `pid` (for the code interpreter), runs now."""
+    if kind == "command":
+        return (tmp / "command.pids").exists()
+    if kind == "python":
+        return (tmp / "python.started").exists()
+    if kind == "http":
+        return http.requests > 0
+    if kind == "mcp":
+        return (tmp / "mcp.pid.sleeping").exists()
+    return bool(sandboxes(pid))
+
+
 def command_pids(tmp: Path) -> list[int]:
     return [int(p) for p in (tmp / "command.pids").read_text().split()]
 
@@ -172,4 +198,4 @@ def gone(pids, timeout: float = 3.0) -> bool:
 
 
 __all__ = ["SlowHttp", "alive", "command_pids", "descendants", "gone", "mcp_command",
-           "wait_for", "write"]
+           "sandboxes", "started", "wait_for", "write"]

@@ -21,30 +21,8 @@ from a2a.types import CancelTaskRequest, Role, SendMessageRequest, TaskState  # 
 import httpx  # noqa: E402
 
 
-def started(kind: str, tmp, http, server) -> bool:
-    """The slow tool of `kind` is running now."""
-    if kind == "command":
-        return (tmp / "command.pids").exists()
-    if kind == "python":
-        return (tmp / "python.started").exists()
-    if kind == "http":
-        return http.requests > 0
-    if kind == "mcp":
-        return (tmp / "mcp.pid.sleeping").exists()
-    return bool(sandboxes(server))
-
-
 def sandboxes(server) -> list[int]:
-    """The sandbox processes under the server."""
-    found = []
-    for pid in slow_tools.descendants(server.proc.pid):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"sandbox.boot" in f.read():
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
+    return slow_tools.sandboxes(server.proc.pid)
 
 
 def stopped(kind: str, tmp, http, server, pids) -> bool:
@@ -92,7 +70,8 @@ def test_a_cancel_stops_the_tool_through_rest_and_a2a(serve, tmp_path, kind):
                        token="t")
 
         def in_flight() -> list[int]:
-            assert slow_tools.wait_for(lambda: started(kind, tmp_path, http, server), 30), \
+            assert slow_tools.wait_for(
+                lambda: slow_tools.started(kind, tmp_path, http, server.proc.pid), 30), \
                 server.output()[-2000:]
             time.sleep(0.3)  # well inside the call
             return sandboxes(server)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -263,21 +267,22 @@ def test_task_cancel_of_arun_ends_it_interrupted(slow):
 
 # -- the CLI's Ctrl-C takes the same path ------------------------------------------------------
 
-def test_ctrl_c_in_the_cli_during_a_command_exits_130_and_leaves_no_process(slow):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    tmp, specs, _ = slow
+def cli_in_a_slow_command(tmp, specs):
+    """`jsonagent run` whose one step is the slow command, once that command runs."""
     script = tmp / "script.json"
     script.write_text(json.dumps([step("slow_command", {"until": time.time() + 60}), DONE]))
     proc = subprocess.Popen([sys.executable, "-m", "jsonagent", "run", "go", "--no-store",
                              "--tools", str(specs), "--model", f"scripted:{script}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp, env={**os.environ, "JSONAGENT_HOME": str(tmp / "home")})
+    assert slow_tools.wait_for(lambda: (tmp / "command.pids").exists(), 30)
+    return proc
+
+
+def test_ctrl_c_in_the_cli_during_a_command_exits_130_and_leaves_no_process(slow):
+    tmp, specs, _ = slow
+    proc = cli_in_a_slow_command(tmp, specs)
     try:
-        assert slow_tools.wait_for(lambda: (tmp / "command.pids").exists(), 30)
         time.sleep(0.3)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -293,28 +298,17 @@ def test_ctrl_c_in_the_cli_during_a_command_exits_130_and_leaves_no_process(slow
 
 def test_kill_9_of_the_cli_takes_its_command_along(slow):
     """A killed process cannot clean up: the command must not outlive it (PR_SET_PDEATHSIG)."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     tmp, specs, _ = slow
-    script = tmp / "script.json"
-    script.write_text(json.dumps([step("slow_command", {"until": time.time() + 60}), DONE]))
-    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", "run", "go", "--no-store",
-                             "--tools", str(specs), "--model", f"scripted:{script}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp,
-                            env={**os.environ, "JSONAGENT_HOME": str(tmp / "home")})
+    proc = cli_in_a_slow_command(tmp, specs)
+    command, grandchild = slow_tools.command_pids(tmp)
     try:
-        assert slow_tools.wait_for(lambda: (tmp / "command.pids").exists(), 30)
-        command, grandchild = slow_tools.command_pids(tmp)
         proc.kill()
-        proc.wait(10)
+        proc.communicate(timeout=10)
         assert slow_tools.gone([command], 3)
     finally:
         if proc.poll() is None:
             proc.kill()
         try:  # what the command itself started is its own: clean up after the test
             os.killpg(os.getpgid(grandchild), signal.SIGKILL)
-        except (ProcessLookupError, UnboundLocalError):
+        except ProcessLookupError:
             pass

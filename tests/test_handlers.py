@@ -13,17 +13,9 @@ import pytest
 from jsonagent import RunContext, SpecError, ToolError, Toolset
 from jsonagent.tools.specs import ToolSpec, load_tools
 from http_fakes import FakeAPI
+from slow_tools import alive
 
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def one(tmp_path, spec, name="spec.json"):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import textwrap
 from datetime import datetime
 from typing import Any
 
 from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
+from .cell import prepare
 from .tool import RunContext
 
 
@@ -48,20 +48,24 @@ def task_complete(**answer: Any) -> dict[str, Any]:
 
 
 def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
-    # Models often indent a whole cell, which Python refuses ("unexpected indent"); removing
-    # the indent all lines share changes no cell that would have run as sent.
+    cell = prepare(code)
+    if not cell.runs:  # statements ran together where no split is safe: say how to write it
+        return {"stdout": "", "exit_code": 1, "error": cell.note}
+    notes = [cell.note] if cell.note else []
     sandbox = ctx.sandbox()
     # a cancel kills the worker, and the next call starts afresh (a sandbox of your own,
     # from Agent(sandbox_factory=...), may have no kill: its call is then left to finish)
     with ctx.cancel.watch(getattr(sandbox, "kill", lambda: None)):
-        result = sandbox.run(textwrap.dedent(code))
-    out: dict[str, Any] = {"stdout": result.stdout, "exit_code": result.exit_code}
+        result = sandbox.run(cell.code)
+    # the note first: the model reads why its code ran as it did before what it printed
+    out: dict[str, Any] = {"note": None, **({"ran": cell.code} if cell.note else {}),
+                           "stdout": result.stdout, "exit_code": result.exit_code}
     if result.stderr:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
         if result.error.rstrip().endswith("MemoryError"):  # a bare word the model cannot act on
-            out["note"] = note("out_of_memory", limit=getattr(sandbox, "memory_mb", "?"))
+            notes.append(note("out_of_memory", limit=getattr(sandbox, "memory_mb", "?")))
     if result.stdout_truncated or result.stderr_truncated:
         out["truncated"] = (f"output was cut: stdout {result.stdout_bytes} bytes, "
                             f"stderr {result.stderr_bytes} bytes in all")
@@ -70,10 +74,14 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
     if result.crashed:
         out["crashed"] = True
     if result.state_lost:
-        out["note"] = ("The interpreter was restarted: every variable, import and function "
-                       "from earlier calls is gone. Define them again before using them.")
+        notes.append("The interpreter was restarted: every variable, import and function "
+                     "from earlier calls is gone. Define them again before using them.")
     if result.files_changed:
         out["files_changed"] = list(result.files_changed)
+    if notes:
+        out["note"] = " ".join(notes)
+    else:
+        del out["note"]
     return out
 
 

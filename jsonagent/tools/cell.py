@@ -1,0 +1,94 @@
+"""A code cell as the model wrote it, made runnable where that is safe.
+
+Small models sometimes write several statements on one line (`total = 0 for i in range(10):
+total += i print(total)`); Python's error points at the column where the next statement
+begins, which they do not read as "put a newline here". When splitting the line there (at
+bracket depth 0, never inside a string) makes the cell compile, the split cell runs and the
+model is told why. Code that compiles is never touched.
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import tokenize
+from dataclasses import dataclass
+
+from ..notes import note
+
+_MAX_SPLITS = 50
+
+
+@dataclass(frozen=True)
+class Cell:
+    code: str
+    """What runs."""
+    note: str | None = None
+    """What the model is told about it: the cell was split, or how to write it."""
+    runs: bool = True
+    """False when statements ran together and no split is safe: `note` says what to do."""
+
+
+def prepare(code: str) -> Cell:
+    # Models often indent a whole cell, which Python refuses ("unexpected indent"); removing
+    # the indent all lines share changes no cell that would have run as sent.
+    code = textwrap.dedent(code)
+    error = _error(code)
+    if error is None or not error.msg.startswith("invalid syntax"):
+        return Cell(code)
+    fixed, splits, column = code, 0, error.offset or 0
+    while error is not None and splits < _MAX_SPLITS:
+        where = _boundary(fixed, error)
+        if where is None:
+            break
+        lines = fixed.split("\n")
+        line = lines[where[0] - 1]
+        head, tail = line[: where[1]].rstrip(), line[where[1]:]
+        if head.endswith(":"):  # a block header whose body is a block header: no safe split
+            return Cell(code, note("code_ran_together", column=column), runs=False)
+        indent = line[: len(line) - len(line.lstrip())]
+        lines[where[0] - 1: where[0]] = [head, indent + tail]
+        fixed, splits = "\n".join(lines), splits + 1
+        error = _error(fixed)
+    if error is None:
+        return Cell(fixed, note("code_split", lines=len(fixed.splitlines())))
+    if splits:  # they ran together, and the rest still does not compile: say how to write it
+        return Cell(code, note("code_ran_together", column=column), runs=False)
+    return Cell(code)  # another mistake: Python's own error says it best
+
+
+def _error(code: str) -> SyntaxError | None:
+    try:
+        compile(code, "<cell>", "exec")
+    except SyntaxError as exc:
+        return exc
+    except ValueError:  # null bytes: not ours to fix
+        return None
+    return None
+
+
+def _boundary(code: str, error: SyntaxError) -> tuple[int, int] | None:
+    """(line, column) where the statement the error points at begins, when a name starts
+    there at bracket depth 0 after something else on its line; else None."""
+    if error.lineno is None or not error.offset:
+        return None
+    target, depth, first_on_line = (error.lineno, error.offset - 1), 0, {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                            tokenize.COMMENT, tokenize.ENCODING):
+                continue
+            first_on_line.setdefault(tok.start[0], tok.start)
+            if tok.start == target:
+                starts_line = first_on_line[tok.start[0]] == tok.start
+                return target if tok.type == tokenize.NAME and depth == 0 \
+                    and not starts_line else None
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+            if tok.start > target:
+                return None
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return None

@@ -298,23 +298,25 @@ class LocalModel:
             text = json.dumps(schema)  # property order matters: the grammar keeps it
             grammar = self._compiled(text, lambda g: g.from_json_schema(text, verbose=self.config.verbose))
         cancel = current()
-
-        def halt(ids, logits):  # a cancelled run's reply stops at the next token
-            if cancel is not None:
-                cancel.check()
-            return logits
-
         try:
-            out = self._llm.create_chat_completion(
+            # streamed, so that a cancelled run's reply stops at the next token: closing the
+            # stream ends llama.cpp's loop (an exception in its callbacks would be ignored)
+            chunks = self._llm.create_chat_completion(
                 messages=messages, grammar=grammar, temperature=self.config.temperature,
-                max_tokens=budget, seed=self.config.seed, stop=stop,
-                logits_processor=self._llama_cpp.LogitsProcessorList([halt]))
+                max_tokens=budget, seed=self.config.seed, stop=stop, stream=True)
+            pieces, finish = [], None
+            for chunk in chunks:
+                if cancel is not None and cancel.cancelled:
+                    chunks.close()
+                    cancel.check()
+                choice = chunk["choices"][0]
+                pieces.append(choice["delta"].get("content") or "")
+                finish = choice.get("finish_reason") or finish
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
-        usage = out.get("usage") or {}
-        choice = out["choices"][0]
-        return (choice["message"]["content"] or "", int(usage.get("completion_tokens", 0)),
-                choice.get("finish_reason") == "length")
+        text = "".join(pieces)
+        generated = len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return text, generated, finish == "length"
 
     def _compiled(self, key: str, build) -> Any:
         if key not in self._grammars:

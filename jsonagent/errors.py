@@ -80,6 +80,11 @@ class Conflict(RunError):
     """The run is not in a state that allows this (HTTP 409)."""
 
 
+class StoreDown(RunError):
+    """The store shared by several processes cannot be reached (its database is down); the
+    message names where it is."""
+
+
 class Unknown(ConfigError):
     """No such run (HTTP 404)."""
 

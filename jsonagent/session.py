@@ -125,6 +125,13 @@ class Session:
         _check_input(state, answer, approve)
         if self.store is not None:
             state = self.store.claim_run(state.run_id, self.deps.busy_wait_s)
+        return self.iter_claimed(state, answer, approve, reason)
+
+    def iter_claimed(self, state: RunState, answer: str | None = None,
+                     approve: bool | None = None, reason: str | None = None
+                     ) -> Iterator[ev.Event]:
+        """Go on with a run this process has claimed from the store already (a server's
+        worker takes its runs with `Store.next_run`)."""
         if state.seq == 0:  # a queued run, or one that died before its first event: start it
             state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
@@ -170,9 +177,14 @@ class Session:
         cleanly. While the run goes on, `agent.cancel(run_id)` reaches it."""
         token = self._token
         self.deps.running[state.run_id] = token
+        # another process (a server node) may ask the store to stop this run
+        release = self.store.drive(state.run_id, token.cancel) if self.store is not None \
+            else None
         try:
             yield from self._recorded(events, state)
         finally:
+            if release is not None:
+                release()
             self.deps.running.pop(state.run_id, None)
             token.close()
             self._token = CancelToken()

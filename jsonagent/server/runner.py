@@ -1,8 +1,10 @@
-"""The server's runs: queued in the store, driven by N worker threads.
+"""The server's runs: queued in the store, claimed and driven by N worker threads.
 
-A run waiting for a person holds no worker: its pause ends the worker's iterator, and a
-decision queues it again (`respond`). The queue itself lives in the store, so a restarted
-server takes over the runs it had queued or was running (`start`).
+The queue is the store itself: a worker claims the next run there (`Store.next_run`), so
+several servers sharing one database share one queue, and no run is ever driven by two. A
+run waiting for a person holds no worker: its pause ends the worker's iterator, and a
+decision queues it again (`respond`). A restarted server, or another node, takes over the
+runs whose driver died.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import ConfigError, Conflict, SessionBusy, Unknown
+from ..errors import ConfigError, Conflict, SessionBusy, StoreDown, Unknown
 from ..session import Session
 from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
                       server_status)
@@ -28,11 +30,13 @@ log = logging.getLogger("jsonagent.server")
 # Events after which a stopping server may let go of a run: its state is checkpointed there,
 # so the next start resumes it from that point.
 SAFE_STOPS = {"run_start", "run_resumed", "tool_result"}
+LOOK_S = 0.5
+"""How often an idle node looks for queued work it was not told about."""
 
 
 def public_status(info: RunInfo) -> str:
     """The server's status of a stored run (the table in status.py)."""
-    if info.orphaned:  # its process died: a server's run is taken over at the next start
+    if info.orphaned:  # its process died: a server's run is taken over
         return server_status(RUNNING if info.served else INTERRUPTED)
     return server_status(info.status)
 
@@ -44,25 +48,27 @@ class Runner:
         self.front = build_agent()
         """Builds new runs' states; its model is never called."""
         self.workers, self.expire_after = workers, expire_after
-        self.queue: queue.Queue[str] = queue.Queue()
         self.stopping = threading.Event()
+        self._claimed: queue.Queue[RunInfo] = queue.Queue()
+        self._free = threading.Semaphore(workers)
+        """A node claims a run only for a free worker, so that busy nodes leave work to idle
+        ones."""
+        self._news = threading.Event()
         self._active: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._unlisten: Callable[[], None] | None = None
 
     # -- lifetime -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Take over this store's server runs: those that were running first, then the
-        queued ones, oldest first. Waiting runs keep waiting."""
-        every = 10 ** 9
-        orphans = [i for i in self.store.runs(status=INTERRUPTED, served=True, limit=every)
-                   if i.orphaned]
-        queued = self.store.runs(status=QUEUED, served=True, limit=every)
-        for info in [*reversed(orphans), *reversed(queued)]:
-            self.queue.put(info.id)
+        """Claim runs as workers are free: first those whose driver died (this server's
+        before a restart, or another node's), then the queued ones, oldest first. Waiting
+        runs keep waiting."""
+        self._unlisten = self.store.listen(lambda run_id: self._news.set())
         for n in range(self.workers):
             self._spawn(self._work, f"jsonagent-worker-{n}")
+        self._spawn(self._claim, "jsonagent-claims")
         self._spawn(self._expire, "jsonagent-expiry")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -73,6 +79,9 @@ class Runner:
     def stop(self, wait_s: float = 30.0) -> None:
         """Let each worker finish its current step, then leave its run for the next start."""
         self.stopping.set()
+        self._news.set()
+        if self._unlisten is not None:
+            self._unlisten()
         deadline = time.monotonic() + wait_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -85,7 +94,7 @@ class Runner:
             state = s.enqueue(text, **({"max_steps": max_steps} if max_steps else {}))
         finally:
             s.close()
-        self.queue.put(state.run_id)
+        self._news.set()
         return state.run_id
 
     def get(self, run_id: str) -> RunInfo:
@@ -110,11 +119,12 @@ class Runner:
             {"approve": approve, "reason": reason}
         if not self.store.decide(run_id, decision):
             raise Conflict(f"run {run_id} was answered already")
-        self.queue.put(run_id)
+        self._news.set()
 
     def cancel(self, run_id: str) -> None:
         """Stop a run: at once when no worker has it; else its worker's loop stops waiting
-        at once and the model or tool call in flight is stopped (see cancel.py)."""
+        at once and the model or tool call in flight is stopped (see cancel.py). A run that
+        another process drives (another node) is asked to stop through the store."""
         info = self.get(run_id)
         if public_status(info) in SERVER_FINAL:
             raise Conflict(f"run {run_id} has ended ({public_status(info)})")
@@ -124,50 +134,76 @@ class Runner:
                 idle = (QUEUED, NEEDS_HUMAN)
                 if self.store.end_run(run_id, INTERRUPTED, "cancelled", idle):
                     return
+                if self.store.request_cancel(run_id, "cancelled"):
+                    return
                 if self.get(run_id).orphaned:
                     self.store.end_run(run_id, INTERRUPTED, "cancelled", (RUNNING,))
                     return
-                raise Conflict(f"run {run_id} is running in another process; stop it there")
+                raise Conflict(f"run {run_id} has just ended")
         active.cancel()
         self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,))  # paused just now
 
     # -- workers ------------------------------------------------------------------------------
+
+    def _claim(self) -> None:
+        """Claim the next run from the store whenever a worker is free; look again when
+        the store has news (a run queued or answered, on any node) or every LOOK_S."""
+        down = False
+        while not self.stopping.is_set():
+            if not self._free.acquire(timeout=0.2):
+                continue
+            try:
+                info = self.store.next_run()
+            except StoreDown as exc:
+                info = None
+                if not down:
+                    log.warning("%s; claiming runs again once it is back", exc)
+                down = True
+            else:
+                if down:
+                    log.warning("the store is back; claiming runs again")
+                down = False
+            if info is None:
+                self._free.release()
+                self._news.wait(LOOK_S)
+                self._news.clear()
+                continue
+            self._claimed.put(info)
 
     def _work(self) -> None:
         agent = self.build_agent()  # one per worker: a model object need not be thread-safe
         base = agent.config
         while not self.stopping.is_set():
             try:
-                run_id = self.queue.get(timeout=0.2)
+                info = self._claimed.get(timeout=0.2)
             except queue.Empty:
                 continue
             try:
-                self._drive(agent, base, run_id)
+                self._drive(agent, base, info)
+            except StoreDown as exc:
+                log.warning("run %s: %s; it goes on once the store is back", info.id, exc)
             except Exception:
-                log.exception("run %s failed in the server", run_id)
+                log.exception("run %s failed in the server", info.id)
+            finally:
+                self._free.release()
 
-    def _drive(self, agent: Agent, base: Any, run_id: str) -> None:
-        with self._lock:  # so that a cancel sees either the queued run or this worker's
-            if run_id in self._active:
-                return  # queued twice (a decision and a restart): one worker is enough
-            info = self.store.load_run(run_id)
-            if not (info.status == QUEUED or info.orphaned):
-                return  # cancelled or expired while it waited in the queue
-            # what the run recorded over the agent's settings (its max_steps)
-            config = base.model_copy(update={
-                "max_steps": info.state.config.get("max_steps", base.max_steps)})
-            session = Session(replace(agent.deps, config=config), info.session_id, self.store)
+    def _drive(self, agent: Agent, base: Any, info: RunInfo) -> None:
+        run_id = info.id
+        # what the run recorded over the agent's settings (its max_steps)
+        config = base.model_copy(update={
+            "max_steps": info.state.config.get("max_steps", base.max_steps)})
+        session = Session(replace(agent.deps, config=config), info.session_id, self.store)
+        with self._lock:  # so that a cancel sees either the claimed run or this worker's
             self._active[run_id] = session
-        state = info.state
-        decision = (info.decision or {}) if state.pending is not None else {}
+        decision = (info.decision or {}) if info.state.pending is not None else {}
         try:
-            events = session.iter_resume(decision.get("answer"), decision.get("approve"),
-                                         decision.get("reason"), run_id)
+            events = session.iter_claimed(info.state, decision.get("answer"),
+                                          decision.get("approve"), decision.get("reason"))
             for event in events:
                 if self.stopping.is_set() and event.type in SAFE_STOPS:
                     events.close()  # the row stays running; the next start takes it over
                     break
-        except (ConfigError, SessionBusy) as exc:
+        except (ConfigError, SessionBusy, Conflict) as exc:
             log.warning("run %s: %s", run_id, exc)
         finally:
             with self._lock:
@@ -183,5 +219,7 @@ class Runner:
                     if info.updated_at < cutoff:
                         self.store.end_run(info.id, EXPIRED, "no answer within "
                                            f"{self.expire_after:g} s", (NEEDS_HUMAN,))
+            except StoreDown:
+                pass  # the claims thread says so; expiring waits for the store too
             except Exception:
                 log.exception("expiring waiting runs failed")

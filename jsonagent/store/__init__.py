@@ -1,8 +1,10 @@
 """Where runs are kept: the `Store` protocol, and who owns a running run.
 
-SQLite (`store.sqlite`) is the embedded default, at `$JSONAGENT_HOME/jsonagent.db`. The
-protocol is small on purpose, so that a store shared by several machines (Postgres) can
-implement it too.
+SQLite (`store.sqlite`) is the embedded default, at `$JSONAGENT_HOME/jsonagent.db`.
+PostgreSQL (`store.postgres`) is the store several processes and machines share: any of
+them lists, reads and streams every run, and a run whose node died is taken over. The
+protocol is the one seam: claiming queued work, heartbeats and live news are its methods,
+so no caller writes SQL.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -19,17 +22,46 @@ from ..home import home
 from ..state import RunState
 
 
+STORE_ENV = "JSONAGENT_STORE"
+NODE_ENV = "JSONAGENT_NODE_ID"
+
+
+def node_id() -> str:
+    """This node's id: `$JSONAGENT_NODE_ID`, else one made up once and kept in the home.
+    Not the host name: that repeats across containers."""
+    configured = os.environ.get(NODE_ENV, "").strip()
+    if configured:
+        return configured
+    path = home() / "node-id"
+    try:
+        return path.read_text().strip() or _new_node_id(path)
+    except OSError:
+        return _new_node_id(path)
+
+
+def _new_node_id(path: Path) -> str:
+    made = f"node-{uuid.uuid4().hex[:12]}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(made + "\n")
+    except OSError:
+        pass  # a read-only home: this process's id is new each time, which is still unique
+    return made
+
+
 @dataclass(frozen=True)
 class Owner:
-    """The process running a run: alive while its pid lives with the same start time."""
+    """The process running a run. On one machine, alive while its pid lives with the same
+    start time; elsewhere, while its heartbeat is recent."""
 
     pid: int
     host: str
     started: float
+    node: str = ""
 
     @classmethod
     def me(cls) -> Owner:
-        return cls(os.getpid(), socket.gethostname(), _started(os.getpid()) or 0.0)
+        return cls(os.getpid(), socket.gethostname(), _started(os.getpid()) or 0.0, node_id())
 
     def alive(self, heartbeat: float | None = None) -> bool:
         if self.host != socket.gethostname():  # another machine: trust a recent heartbeat
@@ -100,6 +132,19 @@ class Store(Protocol):
     def claim_run(self, run_id: str, wait_s: float) -> RunState:
         """Take a paused, interrupted or queued run over, to resume (or start) it."""
 
+    def next_run(self) -> RunInfo | None:
+        """Claim a server's next run for this process, atomically across every process that
+        shares the store: one whose driver died first (taken over from its checkpoint), then
+        the oldest queued one. None when there is nothing to do."""
+
+    def drive(self, run_id: str, stop: Callable[[str], None]) -> Callable[[], None]:
+        """This process drives `run_id` until the returned function is called: keep its
+        heartbeat, and call `stop(reason)` when another process asks to cancel it
+        (`request_cancel`) or has taken it over."""
+
+    def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Ask the process driving `run_id` to stop it; False when no live process does."""
+
     def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
         """Queue a waiting run again with a person's decision, once."""
 
@@ -128,6 +173,15 @@ class Store(Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
+    def put_item(self, kind: str, key: str, value: str) -> None:
+        """Keep a small document for the front ends (an A2A task), shared like the runs."""
+
+    def get_item(self, kind: str, key: str) -> str | None: ...
+
+    def items(self, kind: str) -> list[str]: ...
+
+    def delete_item(self, kind: str, key: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -142,7 +196,25 @@ def default_path() -> Path:
     return home() / "jsonagent.db"
 
 
-def open_store(path: str | Path | None = None) -> Store:
+def default_store() -> str:
+    """Where runs go unless told otherwise: `$JSONAGENT_STORE`, else the home's SQLite file."""
+    return os.environ.get(STORE_ENV, "").strip() or str(default_path())
+
+
+def is_url(where: str | Path) -> bool:
+    return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(where: str | Path | None = None) -> Store:
+    """A store from a PostgreSQL URL (`postgresql://user:pass@host/db`), a SQLite path (or
+    `sqlite:///path`), or by default `default_store()`."""
+    where = where or default_store()
+    if is_url(where):
+        from .postgres import PostgresStore
+
+        return PostgresStore(str(where))
+    if isinstance(where, str) and where.startswith("sqlite://"):
+        where = where.removeprefix("sqlite://")
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(path or default_path())
+    return SQLiteStore(where)

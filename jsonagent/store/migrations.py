@@ -57,5 +57,21 @@ def _m002_served_runs(db: sqlite3.Connection) -> None:
     """)
 
 
+def _m003_cancels_and_items(db: sqlite3.Connection) -> None:
+    """A cancel asked of a run another process drives; small documents of the front ends
+    (A2A tasks)."""
+    _script(db, """
+        ALTER TABLE runs ADD COLUMN cancel_requested TEXT;
+        CREATE TABLE items (
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (kind, key)
+        )
+    """)
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_served_runs]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _m001_initial, _m002_served_runs, _m003_cancels_and_items]

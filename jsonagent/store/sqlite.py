@@ -15,13 +15,14 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigError
 from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
-from . import Owner, RunInfo, SessionBusy, SessionInfo, resume_command
+from . import Owner, RunInfo, SessionBusy, SessionInfo
+from .driven import Driven
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
+from .rows import (CHECKPOINTS, claimed, ended, owner, owner_json, run_info, session_info,
+                   waiting_message)
 
-# Events after which the state is checkpointed: the points a run can be continued from. A
-# step's model reply waits for its tool's result (one transaction a step); after a crash in
-# between, the run does that step again, model call included.
-CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
+CANCEL_LOOK_S = 0.5
+"""How often a process looks for cancels asked of the runs it drives by other processes."""
 
 
 class SQLiteStore:
@@ -43,6 +44,7 @@ class SQLiteStore:
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
         self._listeners: list[Callable[[str], None]] = []
+        self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
     # -- schema -------------------------------------------------------------------------------
 
@@ -118,23 +120,21 @@ class SQLiteStore:
                 SELECT id FROM runs WHERE session_id = s.id
                 ORDER BY created_at DESC, rowid DESC LIMIT 1)
             {where} ORDER BY s.updated_at DESC""", args)
-        return [SessionInfo(id=r["id"], name=r["name"], created_at=r["created_at"],
-                            updated_at=r["updated_at"], runs=r["runs"], last_run=r["last_run"],
-                            last_status=r["status"] and self._live(r)) for r in rows]
+        return [session_info(r, r["status"] and self._live(r)) for r in rows]
 
     @staticmethod
     def _live(row: dict[str, Any]) -> str:
         """A run's status, where a running run whose process died is interrupted."""
-        if row["status"] == RUNNING and not _owner(row["owner"]).alive(row["heartbeat_at"]):
+        if row["status"] == RUNNING and not owner(row["owner"]).alive(row["heartbeat_at"]):
             return INTERRUPTED
         return row["status"]
 
     def delete_session(self, session_id: str) -> None:
         with self._tx() as db:
-            for run_id, status, owner, beat in db.execute(
+            for run_id, status, who, beat in db.execute(
                     "SELECT id, status, owner, heartbeat_at FROM runs WHERE session_id = ?",
                     (session_id,)).fetchall():
-                if status == RUNNING and _owner(owner).alive(beat):
+                if status == RUNNING and owner(who).alive(beat):
                     raise SessionBusy(f"run {run_id} of this session is running; stop it first")
             db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
@@ -146,22 +146,21 @@ class SQLiteStore:
             rows = db.execute("SELECT id, status, owner, heartbeat_at, state FROM runs "
                               "WHERE session_id = ? ORDER BY created_at DESC, rowid DESC",
                               (session_id,)).fetchall()
-            for run_id, status, owner, beat, _ in rows:
+            for run_id, status, who, beat, text in rows:
                 if status == RUNNING:
-                    self._check_gone(db, run_id, owner, beat)
+                    self._check_gone(db, run_id, who, beat)
                 elif status == QUEUED:
                     raise SessionBusy(f"this session's run {run_id} is queued; wait for it")
                 elif status == NEEDS_HUMAN:
-                    raise SessionBusy(f"this session's run {run_id} waits for "
-                                      f"{_waits_for(rows, run_id)}: answer it with "
-                                      f"`{resume_command(run_id, _pending(rows, run_id))}`",
-                                      waiting=run_id)
+                    raise SessionBusy(waiting_message(run_id, text), waiting=run_id)
             last = RunState.model_validate_json(rows[0][4]) if rows else None
             state = build(last)
             now = time.time()
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            db.execute("INSERT INTO runs (id, session_id, status, question, created_at, "
+                       "updated_at, owner, heartbeat_at, state, served) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (state.run_id, session_id, QUEUED if queued else state.status,
-                        state.question, now, now, json.dumps(self.me.__dict__), now,
+                        state.question, now, now, owner_json(self.me), now,
                         state.model_dump_json(), int(queued)))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return state
@@ -174,9 +173,9 @@ class SQLiteStore:
                              "WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise ConfigError(f"no run {run_id} in {self.path}")
-            session_id, status, owner, beat, text = row
+            session_id, status, who, beat, text = row
             if status == RUNNING:
-                self._check_gone(db, run_id, owner, beat)
+                self._check_gone(db, run_id, who, beat)
             elif status not in RESUMABLE:
                 raise ConfigError(f"run {run_id} has ended ({status}); there is nothing to resume")
             newer = db.execute("SELECT id FROM runs WHERE session_id = ? AND created_at > "
@@ -185,20 +184,56 @@ class SQLiteStore:
             if newer:
                 raise ConfigError(f"run {run_id} is not its session's last run ({newer[0]} came "
                                   "after it); resuming it would fork the conversation")
-            db.execute("UPDATE runs SET status = ?, owner = ?, heartbeat_at = ? WHERE id = ?",
-                       (RUNNING, json.dumps(self.me.__dict__), time.time(), run_id))
-            state = RunState.model_validate_json(text)
-            if status != QUEUED:  # a queued run starts, or resumes with its decision
-                state.status = status if status != RUNNING else INTERRUPTED
-            return state
+            self._take(db, run_id)
+            return claimed(text, status)
 
         return self._retry(claim, wait_s)
 
-    def _check_gone(self, db: sqlite3.Connection, run_id: str, owner: str | None,
+    def _take(self, db: sqlite3.Connection, run_id: str) -> None:
+        db.execute("UPDATE runs SET status = ?, owner = ?, heartbeat_at = ?, "
+                   "cancel_requested = NULL WHERE id = ?",
+                   (RUNNING, owner_json(self.me), time.time(), run_id))
+
+    def next_run(self) -> RunInfo | None:
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
+                "WHERE r.served = 1 AND r.status IN (?, ?) "
+                "ORDER BY r.status = ?, r.created_at, r.rowid", (RUNNING, QUEUED, QUEUED))
+            names = [d[0] for d in rows.description]
+            for row in (dict(zip(names, r)) for r in rows.fetchall()):
+                if row["status"] == RUNNING and owner(row["owner"]).alive(row["heartbeat_at"]):
+                    continue  # driven by a live process
+                self._take(db, row["id"])
+                info = run_info(row, RUNNING)
+                info.state = claimed(row["state"], row["status"])
+                return info
+        return None
+
+    def drive(self, run_id: str, stop: Callable[[str], None]) -> Callable[[], None]:
+        return self._driven.add(run_id, stop)
+
+    def _cancels_asked(self, run_ids: list[str]) -> dict[str, str]:
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._read(f"SELECT id, cancel_requested FROM runs WHERE id IN ({marks}) "
+                          "AND cancel_requested IS NOT NULL", tuple(run_ids))
+        return {r["id"]: r["cancel_requested"] for r in rows}
+
+    def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        with self._tx() as db:
+            row = db.execute("SELECT owner, heartbeat_at FROM runs WHERE id = ? AND status = ?",
+                             (run_id, RUNNING)).fetchone()
+            if row is None or not owner(row[0]).alive(row[1]):
+                return False
+            db.execute("UPDATE runs SET cancel_requested = ? WHERE id = ?", (reason, run_id))
+        self._driven.poke()
+        return True
+
+    def _check_gone(self, db: sqlite3.Connection, run_id: str, text: str | None,
                     beat: float | None) -> None:
         """A running run whose process is alive makes the caller wait; one whose process
         died is marked interrupted, so it can be resumed when someone asks."""
-        who = _owner(owner)
+        who = owner(text)
         if who.alive(beat):
             raise _Busy(f"run {run_id} is running (pid {who.pid} on {who.host})")
         db.execute("UPDATE runs SET status = ? WHERE id = ?", (INTERRUPTED, run_id))
@@ -280,18 +315,11 @@ class SQLiteStore:
     def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
         """End a run no process is running (queued or waiting): its state says why, and a
         last run_end event closes its stream. False when its status is not in `only_from`."""
-        from ..events import RunEnd
-
         with self._tx() as db:
             row = db.execute("SELECT status, state FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None or row[0] not in only_from:
                 return False
-            state = RunState.model_validate_json(row[1])
-            state.status, state.error, state.pending = status, error, None
-            state.seq += 1
-            end = RunEnd(run_id=run_id, session_id=state.session_id, seq=state.seq,
-                         status=status, error=error, usage=state.usage,
-                         stats=state.stats.model_dump())
+            state, end = ended(row[1], run_id, status, error)
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
                        (run_id, end.seq, end.type, end.t, end.to_json()))
             db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, decision = NULL "
@@ -309,15 +337,7 @@ class SQLiteStore:
             callback(run_id)
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
-        orphaned = row["status"]
-        status = self._live(row)
-        state = RunState.model_validate_json(row["state"])
-        state.status = status
-        return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],
-                       status=status, question=row["question"], created_at=row["created_at"],
-                       updated_at=row["updated_at"], state=state, served=bool(row["served"]),
-                       orphaned=orphaned != status,
-                       decision=json.loads(row["decision"]) if row["decision"] else None)
+        return run_info(row, self._live(row))
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]:
@@ -332,26 +352,31 @@ class SQLiteStore:
                               (session_id,))
         return [json.loads(r["data"]) for r in rows]
 
+    # -- the front ends' documents --------------------------------------------------------------
+
+    def put_item(self, kind: str, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO items VALUES (?, ?, ?, ?) ON CONFLICT (kind, key) DO UPDATE "
+                       "SET value = excluded.value, updated_at = excluded.updated_at",
+                       (kind, key, value, time.time()))
+
+    def get_item(self, kind: str, key: str) -> str | None:
+        rows = self._read("SELECT value FROM items WHERE kind = ? AND key = ?", (kind, key))
+        return rows[0]["value"] if rows else None
+
+    def items(self, kind: str) -> list[str]:
+        return [r["value"] for r in self._read(
+            "SELECT value FROM items WHERE kind = ? ORDER BY updated_at", (kind,))]
+
+    def delete_item(self, kind: str, key: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM items WHERE kind = ? AND key = ?", (kind, key))
+
     def close(self) -> None:
+        self._driven.close()
         with self._lock:
             self._db.close()
 
 
 class _Busy(Exception):
     pass
-
-
-def _owner(text: str | None) -> Owner:
-    return Owner(**json.loads(text)) if text else Owner(0, "", 0.0)
-
-
-def _pending(rows: list, run_id: str) -> dict | None:
-    state = json.loads(next(r[4] for r in rows if r[0] == run_id))
-    return state.get("pending")
-
-
-def _waits_for(rows: list, run_id: str) -> str:
-    pending = _pending(rows, run_id) or {}
-    if pending.get("kind") == "approval":
-        return f"an approval of {pending.get('tool')}"
-    return f"an answer to {json.dumps(pending.get('question', ''), ensure_ascii=False)}"

@@ -1,0 +1,73 @@
+"""What the SQL stores share: when a run is checkpointed, and the messages and values they
+build from a run's row, so that SQLite and PostgreSQL say the same things."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..state import RunState
+from ..status import INTERRUPTED, QUEUED, RUNNING
+from . import Owner, RunInfo, SessionInfo, resume_command
+
+# Events after which the state is checkpointed: the points a run can be continued from. A
+# step's model reply waits for its tool's result; after a crash in between, the run does
+# that step again, model call included.
+CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
+
+
+def owner(text: str | None) -> Owner:
+    return Owner(**json.loads(text)) if text else Owner(0, "", 0.0)
+
+
+def owner_json(who: Owner) -> str:
+    return json.dumps(who.__dict__)
+
+
+def claimed(text: str, status: str) -> RunState:
+    """The state of a run just claimed from `status`: a queued run starts (or resumes with
+    its decision); a running one whose process died is interrupted."""
+    state = RunState.model_validate_json(text)
+    if status != QUEUED:
+        state.status = status if status != RUNNING else INTERRUPTED
+    return state
+
+
+def waiting_message(run_id: str, state_text: str) -> str:
+    """Why a session whose run waits for a person refuses a new run, and what answers it."""
+    pending = json.loads(state_text).get("pending") or {}
+    if pending.get("kind") == "approval":
+        what = f"an approval of {pending.get('tool')}"
+    else:
+        what = f"an answer to {json.dumps(pending.get('question', ''), ensure_ascii=False)}"
+    return f"this session's run {run_id} waits for {what}: answer it with " \
+           f"`{resume_command(run_id, pending)}`"
+
+
+def run_info(row: dict[str, Any], status: str) -> RunInfo:
+    """A run from its row (with its session's `name`), shown with its live `status`."""
+    state = RunState.model_validate_json(row["state"])
+    state.status = status
+    return RunInfo(id=row["id"], session_id=row["session_id"], session=row["name"],
+                   status=status, question=row["question"], created_at=row["created_at"],
+                   updated_at=row["updated_at"], state=state, served=bool(row["served"]),
+                   orphaned=row["status"] != status,
+                   decision=json.loads(row["decision"]) if row["decision"] else None)
+
+
+def session_info(row: dict[str, Any], last_status: str | None) -> SessionInfo:
+    return SessionInfo(id=row["id"], name=row["name"], created_at=row["created_at"],
+                       updated_at=row["updated_at"], runs=row["runs"], last_run=row["last_run"],
+                       last_status=last_status)
+
+
+def ended(state_text: str, run_id: str, status: str, error: str) -> tuple[RunState, Any]:
+    """The state and the closing run_end event of a run ended where it sat (`end_run`)."""
+    from ..events import RunEnd
+
+    state = RunState.model_validate_json(state_text)
+    state.status, state.error, state.pending = status, error, None
+    state.seq += 1
+    end = RunEnd(run_id=run_id, session_id=state.session_id, seq=state.seq, status=status,
+                 error=error, usage=state.usage, stats=state.stats.model_dump())
+    return state, end

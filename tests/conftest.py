@@ -36,3 +36,18 @@ def pytest_configure(config):
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One PostgreSQL cluster for the whole run (tests/pg.py); each test takes a database."""
+    from pg import Cluster
+
+    cluster = Cluster()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    return pg_cluster.database()

@@ -17,7 +17,7 @@ from .exits import guarded, fail
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, ToolsOpt)
+                      SandboxOpt, StoreOpt, ToolsOpt)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -51,6 +51,7 @@ def batch(ctx: typer.Context,
                                      "lines.")] = False,
           transcripts: Annotated[Optional[Path], typer.Option(
               "--transcripts", metavar="DIR", help="Keep one JSONL transcript per task.")] = None,
+          store: StoreOpt = None,
           # the shared run options; RunOptions.of(ctx) gathers them
           tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
           mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
@@ -66,17 +67,20 @@ def batch(ctx: typer.Context,
     import functools
 
     from ..batch import read_results, read_tasks, run_batch, to_run
-    from ..store import default_path
+    from ..store import default_store, open_store
 
     opts = RunOptions.of(ctx)
+    where = store or default_store()
+    open_store(where).close()  # a bad URL or an unreachable database fails here, once
     try:
         task_list = read_tasks(tasks)
         # the bar counts what run_batch will run, so it needs the same count first
         todo = len(to_run(task_list, read_results(out), retry_failed)) \
             if sys.stderr.isatty() else 0
         with _Progress(todo) if todo else contextlib.nullcontext() as bar:
-            # every task's run is stored, as the CLI's runs are: a paused one is resumable
-            build = functools.partial(RunOptions.build_agent, opts, store=str(default_path()))
+            # every task's run is stored, as the CLI's runs are (a paused one is resumable),
+            # where this command was told: a PostgreSQL URL reaches Ray workers elsewhere
+            build = functools.partial(RunOptions.build_agent, opts, store=str(where))
             summary = run_batch(task_list, out, build,
                                 workers=workers, backend=backend.value, ray_address=ray_address,
                                 task_timeout=task_timeout, retry_failed=retry_failed,

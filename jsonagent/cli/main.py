@@ -19,7 +19,7 @@ from .command import PlainCommand
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, ToolsOpt, interactive, text_arg)
+                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive, text_arg)
 
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -58,17 +58,20 @@ SessionOpt = Annotated[Optional[str], typer.Option(
     "--session", "-s", metavar="NAME",
     help="Continue (or start) this named conversation; it is kept across processes.")]
 NoStoreOpt = Annotated[bool, typer.Option(
-    "--no-store", help="Keep no record of the run in $JSONAGENT_HOME/jsonagent.db.")]
+    "--no-store", help="Keep no record of the run.")]
 
 
-def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, no_store: bool):
-    from ..store import default_path
+def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, no_store: bool,
+           store):
+    """`store`: an open store, or where one is (--store), or None for the default."""
+    from ..store import default_store
 
     live = interactive(no_input)
     return opts.build_agent(ask_human=display.ask if live else None,
                             approve=display.approve if live else None,
                             on_event=display.event, on_status=display.status,
-                            transcript=transcript, store=None if no_store else default_path())
+                            transcript=transcript,
+                            store=None if no_store else store or default_store())
 
 
 def _finish(display, result, output: OutputChoice):
@@ -85,7 +88,7 @@ def run(ctx: typer.Context,
         question: Annotated[str, typer.Argument(metavar="QUESTION", help="The task, in plain words.")],
         session: SessionOpt = None, no_input: NoInputOpt = False,
         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
-        output: OutputOpt = OutputChoice.text,
+        store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
         # the shared run options; RunOptions.of(ctx) gathers them
         tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
         mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
@@ -102,7 +105,7 @@ def run(ctx: typer.Context,
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)
-    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store)
+    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store, store)
     _finish(display, agent.run(text_arg(question), session=session), output)
 
 
@@ -117,7 +120,7 @@ def resume(ctx: typer.Context,
            reason: Annotated[Optional[str], typer.Option(
                "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
            no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
-           output: OutputOpt = OutputChoice.text,
+           store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
            # the shared run options; RunOptions.of(ctx) gathers them
            tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
            mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
@@ -136,7 +139,8 @@ def resume(ctx: typer.Context,
     if approve and deny:
         raise ConfigError("--approve and --deny exclude each other")
     opts = RunOptions.of(ctx)
-    state = open_store().load_run(run_id).state
+    kept = open_store(store)
+    state = kept.load_run(run_id).state
     pending = state.pending if state.status == NEEDS_HUMAN else None
     if pending is not None and pending.kind == "question" and answer is None:
         raise ConfigError(f"run {run_id} waits for an answer to {pending.question!r}: give it "
@@ -145,7 +149,7 @@ def resume(ctx: typer.Context,
         raise ConfigError(f"run {run_id} waits for an approval of {pending.tool}: add --approve, "
                           "or --deny with an optional --reason TEXT")
     display = Display(quiet=output is OutputChoice.json, stored=True)
-    agent = _agent(opts.over(state.origin), display, no_input, transcript, no_store=False)
+    agent = _agent(opts.over(state.origin), display, no_input, transcript, False, kept)
     if "tools" not in opts.given and agent.toolset.fingerprint() != state.toolset:
         raise ConfigError(f"the tools of run {run_id} changed since it was recorded "
                           f"({', '.join(map(str, agent.deps.origin['tools'])) or 'the bundled tools'}); "
@@ -164,7 +168,7 @@ Ctrl-C during a turn cancels that turn; the conversation goes on."""
 @app.command(cls=PlainCommand)
 @guarded
 def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = False,
-         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False,
+         transcript: TranscriptOpt = None, no_store: NoStoreOpt = False, store: StoreOpt = None,
          # the shared run options; RunOptions.of(ctx) gathers them
          tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
          mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
@@ -180,7 +184,7 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
     from .display import Display
 
     display = Display(stored=not no_store)
-    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store)
+    agent = _agent(RunOptions.of(ctx), display, no_input, transcript, no_store, store)
     conversation = agent.session(session)
     try:
         while True:

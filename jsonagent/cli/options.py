@@ -189,6 +189,12 @@ NoKvCacheOpt = Annotated[bool, typer.Option(
          "$JSONAGENT_HOME/kv/.")]
 
 
+StoreOpt = Annotated[Optional[str], typer.Option(
+    "--store", envvar="JSONAGENT_STORE", show_envvar=True, metavar="URL|FILE",
+    help="Where runs are kept: postgresql://USER:PASSWORD@HOST/DB, shared by several servers "
+         "and machines, or a SQLite file. Default: $JSONAGENT_HOME/jsonagent.db.")]
+
+
 def text_arg(text: str) -> str:
     """Bytes that were not UTF-8 arrive as lone surrogates; make them visible, not fatal."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

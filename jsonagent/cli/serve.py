@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -11,7 +12,7 @@ from .exits import USAGE, fail, guarded
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, ToolsOpt)
+                      SandboxOpt, StoreOpt, ToolsOpt)
 
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
@@ -30,6 +31,15 @@ def serve(ctx: typer.Context,
           expire_after: Annotated[float, typer.Option(
               "--expire-after", min=1, metavar="SECONDS",
               help="A run waiting this long for a person becomes expired.")] = 86400.0,
+          store: StoreOpt = None,
+          node_id: Annotated[Optional[str], typer.Option(
+              "--node-id", envvar="JSONAGENT_NODE_ID", show_envvar=True, metavar="ID",
+              help="This server's name among the nodes sharing a store (default: one made up "
+                   "once and kept in $JSONAGENT_HOME).")] = None,
+          takeover_after: Annotated[float, typer.Option(
+              "--takeover-after", min=1, max=3600, metavar="SECONDS",
+              help="With a shared store, take over a run whose node has not beaten for this "
+                   "long.")] = 15.0,
           allowed_host: Annotated[Optional[list[str]], typer.Option(
               "--allowed-host", metavar="NAME",
               help="A Host name to answer without a token, besides 127.0.0.1, localhost "
@@ -57,22 +67,27 @@ def serve(ctx: typer.Context,
 
     from ..server.app import create_app
     from ..server.runner import Runner
-    from ..store import default_path, open_store
+    from ..store import NODE_ENV, open_store
 
     _check_port(host, port)
-    store = open_store(default_path())
+    if node_id is not None:
+        if not node_id.strip() or len(node_id) > 100:
+            fail("--node-id takes 1 to 100 characters", USAGE)
+        os.environ[NODE_ENV] = node_id  # owners name it; so do the processes this one starts
+    kept = open_store(store, takeover_after=takeover_after)
     opts = RunOptions.of(ctx)
     opts.build_agent()  # bad options fail here, before the port is taken
-    runner = Runner(lambda: opts.build_agent(store=store), store, workers, expire_after)
+    runner = Runner(lambda: opts.build_agent(store=kept), kept, workers, expire_after)
     app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}",
                      allowed_hosts=tuple(allowed_host or ()))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=5, lifespan="on")
     typer.echo(f"jsonagent serving on http://{_url_host(host)}:{port}/ (model "
-               f"{runner.front.deps.caps.name}, {workers} workers)", err=True)
+               f"{runner.front.deps.caps.name}, {workers} workers, node {kept.me.node}, "
+               f"store {kept.path})", err=True)
     server = _server_class(runner)(config)
     server.run()
-    store.close()
+    kept.close()
     raise typer.Exit(0)
 
 

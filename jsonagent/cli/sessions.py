@@ -13,7 +13,7 @@ import typer
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from .command import PlainCommand
 from .exits import fail, guarded
-from .options import OutputChoice
+from .options import OutputChoice, StoreOpt
 
 app = typer.Typer(help="Stored conversations: list, show, export and delete them.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -22,10 +22,10 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A session's name o
 OutputOpt = Annotated[OutputChoice, typer.Option("--output", "-o", help="text or json.")]
 
 
-def _store():
+def _store(where: str | None):
     from ..store import open_store
 
-    return open_store()
+    return open_store(where)
 
 
 def _session(store, name: str):
@@ -41,9 +41,9 @@ def _when(t: float) -> str:
 
 @app.command("list", cls=PlainCommand)
 @guarded
-def list_sessions(output: OutputOpt = OutputChoice.text):
+def list_sessions(output: OutputOpt = OutputChoice.text, store: StoreOpt = None):
     """Every session, newest first: name, runs, last status."""
-    sessions = _store().sessions()
+    sessions = _store(store).sessions()
     if output is OutputChoice.json:
         typer.echo(json.dumps([{"id": s.id, "name": s.name, "runs": s.runs,
                                 "last_run": s.last_run, "last_status": s.last_status,
@@ -57,11 +57,11 @@ def list_sessions(output: OutputOpt = OutputChoice.text):
 
 @app.command("show", cls=PlainCommand)
 @guarded
-def show(name: NameArg, output: OutputOpt = OutputChoice.text):
+def show(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt = None):
     """A session's runs: question, status, steps and answer, or what a paused run waits for."""
     from ..store import resume_command
 
-    store = _store()
+    store = _store(store)
     info = _session(store, name)
     runs = list(reversed(store.runs(session_id=info.id, limit=10_000)))
     if output is OutputChoice.json:
@@ -94,9 +94,9 @@ def show(name: NameArg, output: OutputOpt = OutputChoice.text):
 @guarded
 def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
         "--out", metavar="FILE", help="Write here instead of stdout.")] = None,
-           output: OutputOpt = OutputChoice.json):
+           output: OutputOpt = OutputChoice.json, store: StoreOpt = None):
     """The session's events as JSONL, in order (the same lines as a --transcript file)."""
-    store = _store()
+    store = _store(store)
     info = _session(store, name)
     lines = "".join(json.dumps(e, ensure_ascii=False) + "\n"
                     for e in store.events(session_id=info.id))
@@ -108,9 +108,9 @@ def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
 
 @app.command("delete", cls=PlainCommand)
 @guarded
-def delete(name: NameArg, output: OutputOpt = OutputChoice.text):
+def delete(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt = None):
     """Delete a session with its runs and events."""
-    store = _store()
+    store = _store(store)
     info = _session(store, name)
     store.delete_session(info.id)
     if output is OutputChoice.json:

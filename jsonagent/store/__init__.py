@@ -205,14 +205,15 @@ def is_url(where: str | Path) -> bool:
     return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
 
 
-def open_store(where: str | Path | None = None) -> Store:
+def open_store(where: str | Path | None = None, takeover_after: float | None = None) -> Store:
     """A store from a PostgreSQL URL (`postgresql://user:pass@host/db`), a SQLite path (or
-    `sqlite:///path`), or by default `default_store()`."""
+    `sqlite:///path`), or by default `default_store()`. `takeover_after`: seconds without a
+    heartbeat after which another node takes a run over (PostgreSQL; 15 by default)."""
     where = where or default_store()
     if is_url(where):
         from .postgres import PostgresStore
 
-        return PostgresStore(str(where))
+        return PostgresStore(str(where), takeover_after)
     if isinstance(where, str) and where.startswith("sqlite://"):
         where = where.removeprefix("sqlite://")
     from .sqlite import SQLiteStore

@@ -38,7 +38,7 @@ def wait(seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:  # short sleeps: a cancel lands between them
         time.sleep(0.02)
-    return "waited"
+    return "waited" if seconds == int(seconds) else f"waited {seconds}"
 '''
 
 

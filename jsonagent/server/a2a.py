@@ -4,6 +4,7 @@ store and routes, with our executor mapping run events onto task status updates.
 An A2A task is one of our runs, and its context is one of our sessions (`a2a-CONTEXT`). A
 question or an approval puts the task in INPUT_REQUIRED; the client's next message on the
 task is the answer (for an approval: yes or no, and anything else is the reason to deny).
+Tasks are kept in the run store (a2a_tasks.py), so any server sharing it serves any task.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import TaskUpdater
 from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
                        HTTPAuthSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
                        TaskState)
 
 from ..errors import Conflict, SessionBusy, Unknown
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from .a2a_tasks import StoredTasks, remember_run, run_of
 from .wakeups import until_news
 
 if TYPE_CHECKING:
@@ -53,8 +55,6 @@ class RunExecutor(AgentExecutor):
     def __init__(self, runner: Runner, app_state: Any):
         self.runner, self.app_state = runner, app_state
         """The app's state: its `wakeups` exist once the app has started."""
-        self.tasks: dict[str, str] = {}
-        """A2A task id -> our run id."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
@@ -62,7 +62,8 @@ class RunExecutor(AgentExecutor):
         session = f"a2a-{context.context_id}"
         # a message on the task, or a new one in a context whose run waits (say, the task
         # was lost with a restart of the server): either way it is that run's answer
-        run_id = self.tasks.get(context.task_id) or \
+        store = self.runner.store
+        run_id = await asyncio.to_thread(run_of, store, context.task_id) or \
             await asyncio.to_thread(self._waiting_run, session)
         if context.current_task is None:
             await event_queue.enqueue_event(new_task(
@@ -80,7 +81,7 @@ class RunExecutor(AgentExecutor):
         except (Conflict, SessionBusy, ValueError) as exc:
             await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
             return
-        self.tasks[context.task_id] = run_id
+        await asyncio.to_thread(remember_run, store, context.task_id, run_id)
         await updater.start_work()
         await self._follow(run_id, after, updater)
 
@@ -124,7 +125,7 @@ class RunExecutor(AgentExecutor):
             await updater.failed(say(f"{status}: {event.get('error') or ''}".rstrip(": ")))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        run_id = self.tasks.get(context.task_id)
+        run_id = await asyncio.to_thread(run_of, self.runner.store, context.task_id)
         if run_id is not None:
             try:
                 await asyncio.to_thread(self.runner.cancel, run_id)
@@ -175,6 +176,6 @@ def mount(app: FastAPI, runner: Runner, base_url: str, token: str | None = None)
         dispatcher.addFilter(_ClientMistakes())
     card = agent_card(runner, base_url, token)
     handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner, app.state),
-                                      task_store=InMemoryTaskStore(), agent_card=card)
+                                      task_store=StoredTasks(runner.store), agent_card=card)
     for route in [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH)]:
         app.router.routes.append(route)

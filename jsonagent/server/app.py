@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import Conflict, SessionBusy, Unknown
+from ..errors import Conflict, SessionBusy, StoreDown, Unknown
 from .guard import Guard
 from .routes import router
 from .runner import Runner
@@ -70,6 +70,10 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
     @app.exception_handler(Conflict)
     async def _conflict(request: Request, exc: Conflict):
         return _error(409, str(exc))
+
+    @app.exception_handler(StoreDown)
+    async def _down(request: Request, exc: StoreDown):
+        return _error(503, str(exc))
 
     @app.exception_handler(SessionBusy)
     async def _busy(request: Request, exc: SessionBusy):

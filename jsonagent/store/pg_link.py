@@ -67,10 +67,13 @@ class Link:
 
         # the pool reconnects by itself after a restart; we say so once, not per attempt
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+        # checked on the way out of the pool: after a restart, the old connections are
+        # replaced quietly instead of failing one call each
         self.pool = ConnectionPool(url, min_size=1, max_size=size, open=True, timeout=5,
                                    kwargs={"autocommit": True, "row_factory": dict_row,
                                            "connect_timeout": 5},
-                                   configure=configure, name="jsonagent")
+                                   configure=configure, check=ConnectionPool.check_connection,
+                                   name="jsonagent")
 
     def call(self, work: Callable[[Any], T], patience: float = 5.0) -> T:
         """`work(connection)`, in a transaction, again on a fresh connection while the

@@ -4,8 +4,8 @@ What SQLite does with one file and process ids, this does with the database:
 - a session's runs are serialized by locking its row, and a unique index keeps one active
   run per session whatever a node does;
 - a queued run is claimed by one worker across every node (`FOR UPDATE SKIP LOCKED`);
-- a driven run has a heartbeat, on the database's clock; a run whose heartbeat is older than
-  `takeover_after` has lost its node, and another node takes it over from its checkpoint;
+- a driven run has a heartbeat, on the database's clock; a run whose heartbeat stopped has
+  lost its node, and another node takes it over from its checkpoint within `takeover_after`;
 - each claim has a token (`claim`), and every write of a run checks it, so a node that lost
   a run (it was taken over while the node was cut off) can never write to it again;
 - every event is written as it happens, with a NOTIFY, so that any node streams any run live.
@@ -27,9 +27,8 @@ from .pg_link import CHANNEL, NOW, Busy, Link, Listener
 from .rows import (CHECKPOINTS, claimed, ended, owner_json, run_info, session_info,
                    waiting_message)
 
-BEAT_S = 1.0
-"""How often a node beats for the runs it drives, and looks for cancels asked of them."""
 TAKEOVER_AFTER = 15.0
+"""Seconds within which a run whose node died is taken over by another node."""
 
 
 class PostgresStore:
@@ -37,18 +36,23 @@ class PostgresStore:
         self.link = Link(url, pool_size)
         self.path = self.where = self.link.where
         self.takeover_after = takeover_after or TAKEOVER_AFTER
+        # a node beats for its runs ten times in that time (at most once a second), and a run
+        # is stale after three quarters of it: with the quarter left, another node's next
+        # look for work (LOOK_S) still falls within the promise
+        beat = min(1.0, self.takeover_after / 10)
+        self.stale_after = 0.75 * self.takeover_after
         self.me = Owner.me()
         self._claims: dict[str, str] = {}  # run id -> the token of this process's claim
         self._listeners: list[Callable[[str], None]] = []
         self._listener: Listener | None = None
         self._lock = threading.Lock()
-        self._driven = Driven(self._beat, BEAT_S, "jsonagent-store-beat")
+        self._driven = Driven(self._beat, beat, "jsonagent-store-beat")
 
     def _stale(self, table: str = "") -> str:
         """SQL true for a running run whose driver stopped beating."""
         t = f"{table}." if table else ""
         return (f"({t}status = '{RUNNING}' AND ({t}heartbeat_at IS NULL OR {t}heartbeat_at < "
-                f"{NOW} - {float(self.takeover_after)}))")
+                f"{NOW} - {float(self.stale_after)}))")
 
     def _live(self, row: dict[str, Any]) -> str:
         return INTERRUPTED if row.get("stale") else row["status"]

@@ -422,3 +422,34 @@ def test_progress_bar_on_a_terminal(tmp_path):
         child.close(force=True)
     assert child.exitstatus == 0
     assert len(ids_of(tmp_path / "o.jsonl")) == 20
+
+
+def test_ray_batch_records_every_run_in_a_shared_postgresql_store(tmp_path, pg_url):
+    """A Ray worker on another machine would write where the URL says, not to a local file:
+    the driver reads every task's run and session back from the database."""
+    pytest.importorskip("ray")
+    from jsonagent.store import open_store
+
+    tasks = write_tasks(tmp_path / "t.jsonl",
+                        [{"id": f"p{i}", "input": f"q{i}", "session": f"s{i % 2}"}
+                         for i in range(6)])
+    out = tmp_path / "o.jsonl"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([json.dumps(DONE)]))
+    env = {**os.environ, "RAY_TMPDIR": tempfile.mkdtemp(prefix="ray-", dir="/tmp")}
+    proc = subprocess.run([sys.executable, "-m", "jsonagent", "batch", str(tasks), "--out",
+                           str(out), "--backend", "ray", "--workers", "2", "--store", pg_url,
+                           "--model", f"scripted:{script}"],
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = read_results(out)
+    assert len(results) == 6 and {r["worker"][:4] for r in results} == {"ray:"}
+    store = open_store(pg_url)
+    try:
+        for r in results:
+            run = store.load_run(r["run_id"])
+            assert run.status == "completed" and run.session_id == r["session_id"]
+        assert sorted(s.name for s in store.sessions() if s.name) == ["s0", "s1"]
+        assert {s.runs for s in store.sessions() if s.name} == {3}
+    finally:
+        store.close()

@@ -226,3 +226,45 @@ def _state(store, sid, question):
     return RunState(run_id=new_id("run"), session_id=sid, question=question,
                     messages=[Message(role="user", content=question)], json_mode="none",
                     model="scripted", toolset="", tools=[], origin={}, config={})
+
+
+def _cli(*args, env=None, timeout=60):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "jsonagent", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def test_the_cli_keeps_runs_where_store_says_and_resumes_from_there(tmp_path, where):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([ASK, DONE]))
+    paused = _cli("run", "weather?", "--session", "cli", "--model", f"scripted:{script}",
+                  "--store", where, "--output", "json")
+    assert paused.returncode == 4, paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    listed = _cli("sessions", "list", "-o", "json", env={"JSONAGENT_STORE": where})
+    assert [s["name"] for s in json.loads(listed.stdout)] == ["cli"], listed.stderr
+    done = _cli("resume", run_id, "--answer", "Oslo", "--store", where, "--output", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+    shown = json.loads(_cli("sessions", "show", "cli", "-o", "json", "--store", where).stdout)
+    assert shown["runs"][-1]["status"] == "completed"
+
+
+def test_the_cli_says_in_one_line_when_the_database_cannot_be_reached(tmp_path):
+    from pg import free_port
+
+    url = f"postgresql://jsonagent:hunter2@127.0.0.1:{free_port()}/jsonagent"
+    for args in (["sessions", "list", "--store", url],
+                 ["serve", "--port", "0", "--store", url],
+                 ["batch", tmp_path / "none.jsonl", "--out", tmp_path / "o.jsonl", "--store", url]):
+        if args[0] == "batch":
+            (tmp_path / "none.jsonl").write_text('{"id": "a", "input": "x"}\n')
+        out = _cli(*args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith("error: cannot use the PostgreSQL store at 127.0.0.1:")
+        assert "Connection refused" in out.stderr and "hunter2" not in out.stderr
+        assert out.stderr.count("\n") == 1

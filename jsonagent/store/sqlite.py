@@ -195,6 +195,11 @@ class SQLiteStore:
                    (RUNNING, owner_json(self.me), time.time(), run_id))
 
     def next_run(self) -> RunInfo | None:
+        # a look without the write lock first: an idle server looks twice a second
+        if not any(r["status"] == QUEUED or not owner(r["owner"]).alive(r["heartbeat_at"])
+                   for r in self._read("SELECT status, owner, heartbeat_at FROM runs WHERE "
+                                       "served = 1 AND status IN (?, ?)", (RUNNING, QUEUED))):
+            return None
         with self._tx() as db:
             rows = db.execute(
                 "SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "

@@ -38,8 +38,8 @@ def serve(ctx: typer.Context,
                    "once and kept in $JSONAGENT_HOME).")] = None,
           takeover_after: Annotated[float, typer.Option(
               "--takeover-after", min=1, max=3600, metavar="SECONDS",
-              help="With a shared store, take over a run whose node has not beaten for this "
-                   "long.")] = 15.0,
+              help="With a shared store (PostgreSQL), a run whose node died is taken over by "
+                   "another node within this many seconds.")] = 15.0,
           allowed_host: Annotated[Optional[list[str]], typer.Option(
               "--allowed-host", metavar="NAME",
               help="A Host name to answer without a token, besides 127.0.0.1, localhost "

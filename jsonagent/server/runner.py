@@ -148,21 +148,16 @@ class Runner:
     def _claim(self) -> None:
         """Claim the next run from the store whenever a worker is free; look again when
         the store has news (a run queued or answered, on any node) or every LOOK_S."""
-        down = False
         while not self.stopping.is_set():
             if not self._free.acquire(timeout=0.2):
                 continue
             try:
                 info = self.store.next_run()
-            except StoreDown as exc:
+            except StoreDown:
+                info = None  # the store says so in the log, once, and again when it is back
+            except Exception as exc:  # the next look may well work: say why, and go on
+                log.warning("claiming a run failed: %s", exc)
                 info = None
-                if not down:
-                    log.warning("%s; claiming runs again once it is back", exc)
-                down = True
-            else:
-                if down:
-                    log.warning("the store is back; claiming runs again")
-                down = False
             if info is None:
                 self._free.release()
                 self._news.wait(LOOK_S)

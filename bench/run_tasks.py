@@ -9,6 +9,7 @@ whole benchmark. The runs, one after another:
     schema, object, prompt   jsonagent's openai backend against that server, in that --json-mode
     react                    the same, with --prompt-style react (ReAct text, no response_format)
     local-schema             jsonagent's in-process local backend (reports reused prefix tokens)
+    local-thought-none, -400, -200   the same, with no cap on the thought, or 400 or 200 chars
     smolagents               smolagents' ToolCallingAgent against the same server, in its own
                              virtual environment (--smol-python), with tools that call the same
                              functions (see smol_runner.py)
@@ -39,10 +40,14 @@ sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests" / "e2e")]
 
 from llama_server import LlamaServer  # noqa: E402
 from tasks import TASKS, Clock, now_utc, scripted_human  # noqa: E402
+from tasks.embedding import answer_text  # noqa: E402
 
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 
 RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react")
+LOCAL_RUNS = {"local-schema": AgentConfig().thought_max_chars, "local-thought-none": None,
+              "local-thought-400": 400, "local-thought-200": 200}
+"""In-process runs, by the cap on the thought each puts in the schema (the thought budget)."""
 STYLES = {"react": "react"}  # runs in a prompt style other than json; they send no response_format
 
 
@@ -52,24 +57,41 @@ def model_path(spec: str) -> Path:
     return catalog.path(spec) if spec in catalog.CATALOG else Path(spec)
 
 
+def embedded_tools(embedding) -> list:
+    """The built-in tools and the task's own, as a script would pass them; calls the person
+    must approve are marked so."""
+    from jsonagent import tool
+    from jsonagent.tools.toolset import core_tools
+
+    own = [tool(fn, confirm=fn.__name__ in embedding.confirm) for fn in embedding.tools]
+    return [*core_tools(), *own]
+
+
 def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, transcripts: Path,
-                  style: str = "json", stall_after: int | None = AgentConfig().stall_after) -> dict:
+                  style: str = "json", stall_after: int | None = AgentConfig().stall_after,
+                  thought_max: int | None = AgentConfig().thought_max_chars) -> dict:
     transcript = transcripts / f"{run}-{task.id}.jsonl"
     transcript.unlink(missing_ok=True)
+    embedding = task.embed() if task.embed else None
+    extra = {} if embedding is None else {
+        "tools": embedded_tools(embedding), "output_type": embedding.output,
+        "approve": lambda name, args: False}  # the person refuses every call put to them
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
-                  config=AgentConfig(json_mode=mode, prompt_style=style, stall_after=stall_after),
-                  transcript=transcript)
+                  config=AgentConfig(json_mode=mode, prompt_style=style, stall_after=stall_after,
+                                     thought_max_chars=thought_max),
+                  transcript=transcript, **extra)
     start, t0 = now_utc(), time.perf_counter()
     result = agent.run(task.question)
     seconds = time.perf_counter() - t0
     clock = Clock(start, now_utc())
     events = read_journal(transcript)
     reasked_steps = {e.step for e in events if e.type == "reask"}
-    answer = "" if result.answer is None else (
-        result.answer if isinstance(result.answer, str) else json.dumps(result.answer))
+    answer = "" if result.answer is None else answer_text(result.answer)
+    held = embedding is None or embedding.holds()
     return {
         "task": task.id, "kind": task.kind, "framework": "jsonagent", "mode": run,
-        "status": result.status, "success": result.status == "completed" and task.check(answer, clock),
+        "status": result.status,
+        "success": result.status == "completed" and task.check(answer, clock) and held,
         "answer": answer[:500], "steps": len(result.steps), "replies": result.stats.model_calls,
         "first_try_valid": len([s for s in result.steps if s.index not in reasked_steps]),
         "repairs": result.stats.repairs, "reasks": result.stats.reasks,
@@ -195,18 +217,21 @@ def main() -> None:
         (out / "RESULTS.md").write_text(markdown(meta, summary, records))
 
     # in-process first: it is freed before the server starts, so the two never share the CPUs
-    if "local-schema" in runs:
+    local_runs = [r for r in runs if r in LOCAL_RUNS]
+    if local_runs:
         from jsonagent.models.local import LocalConfig, LocalModel
 
         model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens,
                                              decoder=args.decoder))
-        for task in tasks:
-            records.append(run_jsonagent(task, model, "schema", "local-schema", args.max_steps, transcripts,
-                                         stall_after=stall_after))
-            _progress(records[-1])
-            save()
+        for run in local_runs:
+            for task in tasks:
+                records.append(run_jsonagent(task, model, "schema", run, args.max_steps,
+                                             transcripts, stall_after=stall_after,
+                                             thought_max=LOCAL_RUNS[run]))
+                _progress(records[-1])
+                save()
         model.close()
-    server_runs = [r for r in runs if r != "local-schema"]
+    server_runs = [r for r in runs if r not in LOCAL_RUNS]
     if server_runs:
         from jsonagent.models.openai import OpenAIModel
 

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import Callable
+from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 UTC = timezone.utc
@@ -44,6 +44,9 @@ class Task:
     """What the scripted human answers, in order; afterwards NO_HUMAN_REPLY."""
     expected: str = ""
     """What a right answer contains, for a person reading a failed task; checkers do not use it."""
+    embed: Callable[[], Any] | None = None
+    """For a task that embeds the agent: a fresh `embedding.Embedding` per run (its own tools,
+    the calls the person refuses, the answer's type, what must hold afterwards)."""
 
 
 # ---- checkers -------------------------------------------------------------------------
@@ -194,6 +197,42 @@ TASKS: list[Task] = [
          "What is the current hour (0-23) in the time zone 'Asia/Bombay_City'? If that name is "
          "not valid, use the correct IANA time zone for Mumbai.",
          number_about_now(lambda t: t.hour, tz="Asia/Kolkata"), expected="the hour in Asia/Kolkata"),
+]
+
+
+def all_of(*checks: Checker) -> Checker:
+    def check(answer: str, clock: Clock) -> bool:
+        return all(c(answer, clock) for c in checks)
+    return check
+
+
+from . import embedding as _e  # noqa: E402  (after the checkers it does not need)
+
+TASKS += [
+    # embed: the agent inside a script, with the script's own tools
+    Task("embed-typed-part", "embed",
+         "Look up part QX-4417 in the warehouse and give me its bin and quantity.",
+         all_of(has_text("R7-12"), has_number(318)), embed=_e.typed_part,
+         expected='{"bin": "R7-12", "quantity": 318}'),
+    Task("embed-denied-delete", "embed",
+         "Delete the stale report q3-draft.txt, then tell me whether it was deleted.",
+         has_text("not", "denied", "declin", "refus", "wasn't", "was unable", "could not"),
+         embed=_e.denied_delete, expected="not deleted (the person refuses the call)"),
+    Task("embed-booking-format", "embed",
+         "Book the room Orion for 2027-03-05 and tell me the confirmation code.",
+         has_text("ORI-5521"), embed=_e.booking_format,
+         expected="ORI-5521 (the tool wants the date as 05.03.2027)"),
+    Task("embed-chained-orders", "embed",
+         "What is the total, in euros, of all open orders of the customer Brannock Vale?",
+         has_number(500.5, 0.001), embed=_e.chained_orders, expected="500.5"),
+    Task("embed-asked-budget", "embed",
+         "Ask me which project I mean, then tell me that project's budget.",
+         has_number(73210), human=("Project Tamsin.",), embed=_e.asked_budget,
+         expected="73210"),
+    Task("embed-picked-flight", "embed",
+         "Which is the cheapest flight from Vellmar to Ostrid today that leaves after 10:00? "
+         "Give its flight number.",
+         has_text("OS 902", "OS902"), embed=_e.picked_flight, expected="OS 902"),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from .usage import Usage
 from .state import Pending, Stats, StepRecord
@@ -15,6 +15,8 @@ __all__ = ["RunResult", "Stats", "Status", "StepRecord"]
 
 
 class RunResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: Status
     answer: Any = None
     steps: list[StepRecord] = []

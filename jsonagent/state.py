@@ -43,6 +43,8 @@ class MemoryState(BaseModel):
     when the context is compacted, so the requests in between share a byte-identical prefix,
     and a run resumed in another process sends the same context."""
 
+    model_config = ConfigDict(defer_build=True)
+
     summary: str | None = None
     """The text shown in the slot right after the system prompt, standing for
     `messages[1:start]`; None while nothing has been compacted."""
@@ -73,6 +75,7 @@ class StepRecord:
 
 
 class Stats(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     model_calls: int = 0
     repairs: int = 0
     reasks: int = 0
@@ -83,7 +86,7 @@ class Pending(BaseModel):
     """What a paused run waits for: `{"kind": "question", "question": ...}` or
     `{"kind": "approval", "tool": ..., "args": ...}`. It concerns the run's last step."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     kind: Literal["question", "approval"]
     question: str | None = None
@@ -102,6 +105,8 @@ class RunState(BaseModel):
     `steps` are this run's. The run is waiting for a tool's result when the last message is
     the assistant's step and nothing is pending: that step is the one in flight.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     v: int = STATE_VERSION
     run_id: str

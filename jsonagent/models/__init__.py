@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ..usage import Usage
 
@@ -13,6 +13,8 @@ Message = dict[str, Any]
 
 
 class ModelReply(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     text: str
     """The raw reply, exactly as the model produced it."""
     usage: Usage = Usage()

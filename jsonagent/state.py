@@ -136,6 +136,12 @@ class RunState(BaseModel):
     """The context policy's layout: the summary slot and what it covers (see memory.py)."""
     code_used: bool = False
     """The code interpreter ran in this conversation: its variables die with the process."""
+    traceparent: str | None = None
+    """The caller's trace (a W3C traceparent: a request's header, a batch's span): the
+    run's span is its child. None: the current context's, if any."""
+    span: str | None = None
+    """The run's last invoke_agent span, as a traceparent, when it was traced: a resumed
+    run's span links to it, in this process or another."""
 
     @property
     def in_flight(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from opentelemetry import metrics, trace
@@ -50,7 +50,8 @@ class _Run:
     """The execute_tool span in flight, if any."""
     tool_step: int = 0
     tool_name: str = ""
-    calls: dict[str, int] = field(default_factory=dict)
+    parent: str | None = None
+    """The run id of the run whose tool call started this one (a sub-run)."""
 
 
 class SpanBuilder:
@@ -112,7 +113,8 @@ class SpanBuilder:
         span = self.tracer.start_span(f"invoke_agent {SCOPE}", context=parent, links=links,
                                       kind=SpanKind.INTERNAL, attributes=attrs,
                                       start_time=_ns(event.t))
-        self.runs[event.run_id] = _Run(span=span, model=model)
+        self.runs[event.run_id] = _Run(span=span, model=model,
+                                       parent=getattr(event, "parent_run_id", None))
         self._outgoing(_headers(span))
         if state is not None and hasattr(state, "span"):
             # kept with the run, so that a resume in another process can link to this span
@@ -150,9 +152,10 @@ class SpanBuilder:
         if self.content and event.answer is not None:
             span.set_attribute("gen_ai.output.messages", _messages("assistant", event.answer))
         span.end(end_time=_ns(event.t))
-        self._outgoing(None)
-        if not getattr(event, "parent_run_id", None) and self._flush is not None \
-                and not self.runs:
+        parent = self.runs.get(run.parent) if run.parent else None
+        # a sub-run's end hands the trace back to its parent's tool call, still in flight
+        self._outgoing(_headers(parent.tool or parent.span) if parent is not None else None)
+        if not self.runs and self._flush is not None:
             self._flush()
 
     # -- model calls --------------------------------------------------------------------------

@@ -103,7 +103,8 @@ class RunOptions(BaseModel):
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
         never the API key, and tool files as absolute paths."""
-        data = self.model_dump(mode="json", exclude={"api_key", "given"})
+        # --otel is where this process sends its traces, not part of the agent: not kept
+        data = self.model_dump(mode="json", exclude={"api_key", "given", "otel"})
         data["tools"] = [str(Path(t).resolve()) for t in self.tools]
         data["mcp_config"] = [str(Path(t).resolve()) for t in self.mcp_config]
         return data

@@ -58,11 +58,11 @@ class SpanBuilder:
     """A record like the journal: `write(event, state)` for every event of a session."""
 
     def __init__(self, toolset: Any = None, model: str = "", *, content: bool = False,
-                 outgoing: Callable[[dict[str, str] | None], None] = lambda headers: None,
+                 outgoing: Callable[[Any], None] = lambda span: None,
                  flush: Callable[[], None] | None = None,
                  tracer_provider: Any = None, meter_provider: Any = None):
-        """`content`: record prompts, replies, arguments and results; `outgoing(headers)` is
-        told the trace headers an HTTP call of a tool sends on; the providers default to the
+        """`content`: record prompts, replies, arguments and results; `outgoing(span)` is
+        told the span an HTTP call of a tool belongs under; the providers default to the
         global ones (`instrument()`)."""
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
@@ -115,7 +115,7 @@ class SpanBuilder:
                                       start_time=_ns(event.t))
         self.runs[event.run_id] = _Run(span=span, model=model,
                                        parent=getattr(event, "parent_run_id", None))
-        self._outgoing(_headers(span))
+        self._outgoing(span)
         if state is not None and hasattr(state, "span"):
             # kept with the run, so that a resume in another process can link to this span
             state.span = traceparent(span)
@@ -154,7 +154,7 @@ class SpanBuilder:
         span.end(end_time=_ns(event.t))
         parent = self.runs.get(run.parent) if run.parent else None
         # a sub-run's end hands the trace back to its parent's tool call, still in flight
-        self._outgoing(_headers(parent.tool or parent.span) if parent is not None else None)
+        self._outgoing((parent.tool or parent.span) if parent is not None else None)
         if not self.runs and self._flush is not None:
             self._flush()
 
@@ -211,7 +211,7 @@ class SpanBuilder:
         run.tool = self._tool_span(run, event.run_id, event.step, event.tool, event.t,
                                    event.args)
         run.tool_step, run.tool_name = event.step, event.tool
-        self._outgoing(_headers(run.tool))
+        self._outgoing(run.tool)
 
     def _tool_span(self, run: _Run, run_id: str, step: int, name: str, t: float,
                    args: Any = None) -> Any:
@@ -236,7 +236,7 @@ class SpanBuilder:
             run.tool_step, run.tool_name = event.step, event.tool
         if run is not None:
             run.tool.set_attribute("jsonagent.approved", event.approved)
-            self._outgoing(_headers(run.tool))
+            self._outgoing(run.tool)
 
     def _on_tool_result(self, event: ev.ToolResult, state: Any) -> None:
         run = self.runs.get(event.run_id)
@@ -261,7 +261,7 @@ class SpanBuilder:
             span.set_attribute("gen_ai.tool.call.result", _json(event.observation))
         span.end(end_time=_ns(event.t))
         self.duration.record(event.duration_s, base)
-        self._outgoing(_headers(run.span))
+        self._outgoing(run.span)
 
     def _end_tool(self, run: _Run, t: float | None) -> None:
         """A call that got no result of its own: the final answer, or a pause for a person."""

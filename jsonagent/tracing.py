@@ -32,19 +32,24 @@ _warned = False
 _providers: tuple[Any, Any] | None = None
 """The tracer and meter providers this module set up itself (to flush at a run's end)."""
 
-_outgoing: ContextVar[dict[str, str] | None] = ContextVar("jsonagent_trace_headers",
-                                                          default=None)
+_outgoing: ContextVar[Any] = ContextVar("jsonagent_trace_span", default=None)
 
 
 def outgoing_headers() -> dict[str, str]:
-    """What an HTTP call made by a tool sends on (`traceparent`), so that the API it calls
-    joins the trace; empty when tracing is off. The span builder sets it when a tool starts,
-    in the run's context, which the tool's thread copies."""
-    return dict(_outgoing.get() or {})
+    """What an HTTP call made by a tool sends on (a W3C `traceparent`), so that the API it
+    calls joins the trace; empty when tracing is off. The span builder sets the span when a
+    tool starts, in the run's context, which the tool's thread copies; the header is made
+    only here, since few tools call out."""
+    span = _outgoing.get()
+    if span is None:
+        return {}
+    ctx = span.get_span_context()
+    return {"traceparent": f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"}
 
 
-def set_outgoing(headers: dict[str, str] | None) -> None:
-    _outgoing.set(headers)
+def set_outgoing(span: Any) -> None:
+    """The span an HTTP call of a tool belongs under, or None."""
+    _outgoing.set(span)
 
 
 def inherited() -> str | None:

@@ -277,7 +277,9 @@ def test_a_sub_run_nests_under_its_parents_tool_call():
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    spans = SpanBuilder(model="m", tracer_provider=provider, meter_provider=MeterProvider())
+    outgoing: list = []
+    spans = SpanBuilder(model="m", tracer_provider=provider, meter_provider=MeterProvider(),
+                        outgoing=outgoing.append)
 
     def start(run_id):
         return ev.RunStart(question="q", model="m", json_mode="object", config={},
@@ -297,10 +299,12 @@ def test_a_sub_run_nests_under_its_parents_tool_call():
                              run_id="run_a", session_id="s", t=1.5))
     spans.write(SubStart("run_b", "run_a"))
     spans.write(ev.RunEnd(run_id="run_b", session_id="s", t=3.0, **end))
+    in_flight = outgoing[-1]  # the sub-run is over: an HTTP call goes under the parent's tool
     spans.write(ev.ToolResult(step=1, tool="ask_agent", observation="ok", error=False,
                               duration_s=2.0, run_id="run_a", session_id="s", t=3.5))
     spans.write(ev.RunEnd(run_id="run_a", session_id="s", t=4.0, **end))
     [tool] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool ask_agent"]
+    assert in_flight.get_span_context().span_id == tool.context.span_id
     sub = [s for s in exporter.get_finished_spans()
            if s.attributes.get("jsonagent.run.id") == "run_b"][0]
     assert sub.parent.span_id == tool.context.span_id

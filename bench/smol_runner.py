@@ -63,12 +63,30 @@ def make_tools(ctx: RunContext, human) -> list:
     return [get_time, ask_human, code_interpreter]
 
 
+def embedded_tools(embedding) -> list:
+    """The task's own functions as smolagents tools. smolagents has no approval step, so a
+    call the person would refuse returns their refusal instead of running, as jsonagent's
+    approval does; a typed answer is checked on its text."""
+    import functools
+
+    def refused(fn):
+        @functools.wraps(fn)
+        def ask_first(*args, **kwargs):
+            return "The person refused this call: do not run it."
+        return ask_first
+
+    return [tool(refused(fn) if fn.__name__ in embedding.confirm else fn)
+            for fn in embedding.tools]
+
+
 def run_task(task, model, max_steps: int) -> dict:
     from jsonagent.bundled import sandbox
     Sandbox = sandbox.Sandbox
 
     ctx = RunContext(sandbox_factory=lambda: Sandbox(timeout=30.0))
-    agent = ToolCallingAgent(tools=make_tools(ctx, scripted_human(task)), model=model,
+    embedding = task.embed() if task.embed else None
+    own = embedded_tools(embedding) if embedding else []
+    agent = ToolCallingAgent(tools=[*make_tools(ctx, scripted_human(task)), *own], model=model,
                              max_steps=max_steps, verbosity_level=0)
     start, t0 = now_utc(), time.perf_counter()
     error = None
@@ -90,7 +108,8 @@ def run_task(task, model, max_steps: int) -> dict:
     return {
         "task": task.id, "kind": task.kind, "framework": "smolagents", "mode": "tool-calling",
         "status": "completed" if ended_by_tool else state,
-        "success": bool(answer) and task.check(answer, clock),
+        "success": bool(answer) and task.check(answer, clock)
+        and (embedding is None or embedding.holds()),
         "answer": answer[:500], "steps": len(actions), "replies": len(actions),
         "first_try_valid": len(actions) - len(bad), "repairs": 0, "reasks": len(bad),
         "prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": 0,

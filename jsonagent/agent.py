@@ -56,11 +56,13 @@ class Agent:
         model = model if model is not None and not isinstance(model, str) \
             else resolve_model(model)
         caps = capabilities(model)
-        config = (config or AgentConfig()).model_copy()
+        # the defaults need no validating, and validating is what makes pydantic scan every
+        # installed package for plugins (~25 ms): the usual Agent() builds no validator
+        config = (config or AgentConfig.model_construct()).model_copy()
         if max_steps is not None:
             config.max_steps = max_steps
         if config.observation_role is None:
-            config.observation_role = caps.observation_role
+            config = config.model_copy(update={"observation_role": caps.observation_role})
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

@@ -11,7 +11,7 @@ JSON_MODES: tuple[JsonMode, ...] = ("schema", "object", "prompt")
 
 
 class AgentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
     max_steps: int = Field(10, ge=1)
     """Tool calls allowed before the run stops with status max_steps."""

@@ -102,6 +102,9 @@ class ModelCall(Event):
     usage: Usage
     latency_s: float
     json_mode: str
+    finish_reason: str | None = None
+    """stop, or length when the reply reached its token cap; None in transcripts written
+    before it was recorded."""
 
 
 @_slotted

@@ -151,6 +151,7 @@ class Loop:
             self.hooks.call("after_model", self.s, reply)
             yield self._event(ev.ModelCall(step=index, attempt=attempt, raw=reply.text,
                                            usage=reply.usage, json_mode=self.s.json_mode,
+                                           finish_reason="length" if reply.cut else "stop",
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
 

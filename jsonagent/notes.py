@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib.resources import files
+from pathlib import Path
+
+# a plain path, not importlib.resources: that module pulls in tempfile and shutil (~5 ms of
+# every start), and the package is always installed as files (the wheel test checks it)
+PROMPTS = Path(__file__).resolve().parent / "prompts"
 
 
 @functools.lru_cache(maxsize=8)
 def template(name: str) -> str:
-    return files("jsonagent").joinpath("prompts", name).read_text("utf-8")
+    return (PROMPTS / name).read_text("utf-8")
 
 
 def note(name: str, **fields: object) -> str:

@@ -19,7 +19,7 @@ ENVELOPE_KEYS = ("thought", "tool_name", "args_list")
 class Step(BaseModel):
     """One turn of the model: why, which tool, with what."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     thought: str
     tool_name: str

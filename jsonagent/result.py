@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from .usage import Usage
 from .state import Pending, Stats, StepRecord
@@ -15,12 +15,14 @@ __all__ = ["RunResult", "Stats", "Status", "StepRecord"]
 
 
 class RunResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: Status
     answer: Any = None
     steps: list[StepRecord] = []
     """This run's steps (a resumed run's too, from its start)."""
-    usage: Usage = Usage()
-    stats: Stats = Stats()
+    usage: Usage = Field(default_factory=Usage)
+    stats: Stats = Field(default_factory=Stats)
     error: str | None = None
     """Why the run failed, in one line."""
     pending: Pending | None = None

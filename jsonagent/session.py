@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 from . import events as ev
+from . import tracing
 from .bridge import bridge, drain
 from .cancel import CancelToken, on_caller
 from .journal import Journal
@@ -52,6 +53,8 @@ class Session:
         self.last: RunState | None = None
         """The last run's state, as this process last saw it."""
         self._journal = Journal(deps.transcript) if deps.transcript else None
+        self._spans = tracing.builder(deps.toolset, deps.caps.name)
+        """Tracing's consumer, None when tracing is off (then nothing imports OpenTelemetry)."""
 
     def __enter__(self) -> Session:
         return self
@@ -61,6 +64,8 @@ class Session:
 
     def close(self) -> None:
         self.ctx.close()
+        if self._spans is not None:
+            self._spans.close()
         if self._journal is not None:
             self._journal.close()
 
@@ -136,12 +141,14 @@ class Session:
             state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
 
-    def enqueue(self, text: str, **config: Any) -> RunState:
+    def enqueue(self, text: str, *, traceparent: str | None = None, **config: Any) -> RunState:
         """A new run stored as queued, for a worker to start with `iter_resume(run=id)`;
-        `config` is recorded over the agent's settings (say, max_steps)."""
+        `config` is recorded over the agent's settings (say, max_steps); `traceparent`, the
+        caller's trace (a request's header), is the parent of the run's span."""
         def build(last: RunState | None) -> RunState:
             state = self._new_state(text, last)
             state.config.update(config)
+            state.traceparent = traceparent or state.traceparent
             return state
 
         return self.store.start_run(self.id, build, 0, queued=True)
@@ -161,7 +168,7 @@ class Session:
             toolset=deps.toolset.fingerprint(), tools=deps.toolset.names,
             model=deps.caps.name, origin=deps.origin,
             memory=last.memory if last is not None else MemoryState(),
-            code_used=bool(last and last.code_used))
+            code_used=bool(last and last.code_used), traceparent=tracing.inherited())
 
     def _drive(self, state: RunState, resume: Resume | None) -> Iterator[ev.Event]:
         deps = self.deps
@@ -207,6 +214,8 @@ class Session:
             yield event
 
     def _hand_to_records(self, event: ev.Event, state: RunState) -> None:
+        if self._spans is not None:  # first: it notes the run's span in the state it stores
+            self._spans.write(event, state)
         if self.store is not None:
             self.store.record(event, state)
         if self._journal is not None:

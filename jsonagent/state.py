@@ -43,6 +43,8 @@ class MemoryState(BaseModel):
     when the context is compacted, so the requests in between share a byte-identical prefix,
     and a run resumed in another process sends the same context."""
 
+    model_config = ConfigDict(defer_build=True)
+
     summary: str | None = None
     """The text shown in the slot right after the system prompt, standing for
     `messages[1:start]`; None while nothing has been compacted."""
@@ -73,6 +75,7 @@ class StepRecord:
 
 
 class Stats(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     model_calls: int = 0
     repairs: int = 0
     reasks: int = 0
@@ -83,7 +86,7 @@ class Pending(BaseModel):
     """What a paused run waits for: `{"kind": "question", "question": ...}` or
     `{"kind": "approval", "tool": ..., "args": ...}`. It concerns the run's last step."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     kind: Literal["question", "approval"]
     question: str | None = None
@@ -102,6 +105,8 @@ class RunState(BaseModel):
     `steps` are this run's. The run is waiting for a tool's result when the last message is
     the assistant's step and nothing is pending: that step is the one in flight.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     v: int = STATE_VERSION
     run_id: str
@@ -131,6 +136,12 @@ class RunState(BaseModel):
     """The context policy's layout: the summary slot and what it covers (see memory.py)."""
     code_used: bool = False
     """The code interpreter ran in this conversation: its variables die with the process."""
+    traceparent: str | None = None
+    """The caller's trace (a W3C traceparent: a request's header, a batch's span): the
+    run's span is its child. None: the current context's, if any."""
+    span: str | None = None
+    """The run's last invoke_agent span, as a traceparent, when it was traced: a resumed
+    run's span links to it, in this process or another."""
 
     @property
     def in_flight(self) -> bool:

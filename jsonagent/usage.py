@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class Usage(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     prompt_tokens: int = 0
     """Tokens in the prompt, as the backend counted them."""
     completion_tokens: int = 0

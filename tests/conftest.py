@@ -7,7 +7,10 @@ import pytest
 def _isolated_env(tmp_path, monkeypatch):
     """State under a temp home; no keys or endpoints leak in from the developer's shell."""
     monkeypatch.setenv("JSONAGENT_HOME", str(tmp_path / "home"))
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JSONAGENT_MODEL", "JSONAGENT_DEBUG"):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "JSONAGENT_MODEL", "JSONAGENT_DEBUG",
+                "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "OTEL_TRACES_EXPORTER", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                "TRACEPARENT"):
         monkeypatch.delenv(var, raising=False)
 
 

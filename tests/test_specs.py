@@ -236,3 +236,11 @@ def test_a_toolset_fingerprint_is_the_sorted_json_of_what_the_model_is_shown():
     assert toolset.fingerprint() == hashlib.sha256(blob).hexdigest()[:16]
     assert [t.spec.shown for t in toolset] == [json.dumps(t.spec.describe(), ensure_ascii=False)
                                               for t in toolset]
+
+
+def test_core_specs_pass_the_checks():
+    """The bundled specs load unchecked at every start (jsonschema costs ~60 ms to import);
+    here they go through every check, and come out the same."""
+    from jsonagent.tools.toolset import core_tools, default_tools_path
+
+    assert load_tools(default_tools_path()) == core_tools()

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .. import tracing
 from ..errors import BatchError
 from .dispatch import AgentFactory, dispatch, run_task
 from .files import (BatchSummary, ResultsFile, Task, TaskResult, read_results, read_tasks,
@@ -67,11 +68,12 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
             on_result(result)
 
     try:
-        if todo and backend == "ray":
-            run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
-        elif todo:
-            dispatch(todo, workers or 1, task_timeout,
-                     LocalBackend(agent_factory, where, task_timeout), emit)
+        with tracing.batch_span(len(todo)):  # its tasks' runs join its trace
+            if todo and backend == "ray":
+                run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
+            elif todo:
+                dispatch(todo, workers or 1, task_timeout,
+                         LocalBackend(agent_factory, where, task_timeout), emit)
     finally:
         results.close()
     return summarize(task_list, previous + fresh, ran=len(fresh),

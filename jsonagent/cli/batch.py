@@ -16,8 +16,8 @@ from ..status import COMPLETED
 from .exits import guarded, fail
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, ToolsOpt)
+                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -59,7 +59,7 @@ def batch(ctx: typer.Context,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-          no_kv_cache: NoKvCacheOpt = False):
+          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
     """Run every task of a JSONL file.
 
     Re-run the same command to finish an interrupted batch: ids already in --out are skipped.

@@ -18,8 +18,9 @@ from .exits import EXIT, debug, guarded
 from .command import PlainCommand
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive, text_arg)
+                      NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
+                      RunOptions, SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive,
+                      text_arg)
 
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -96,7 +97,7 @@ def run(ctx: typer.Context,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-        no_kv_cache: NoKvCacheOpt = False):
+        no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
     """Run one task and print its answer.
 
     The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
@@ -128,7 +129,7 @@ def resume(ctx: typer.Context,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
            sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-           no_kv_cache: NoKvCacheOpt = False):
+           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
     """Go on with a paused or interrupted run.
 
     The model and tools the run recorded are used again; --model and --tools override them."""
@@ -176,7 +177,7 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-         no_kv_cache: NoKvCacheOpt = False):
+         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
     """Talk with the agent, turn after turn.
 
     History and the code interpreter's variables carry over between turns; with --session

@@ -58,6 +58,7 @@ class RunOptions(BaseModel):
     sandbox: str = "auto"
     confirm_code: bool = False
     no_kv_cache: bool = False
+    otel: bool = False
     given: set[str] = set()
     """The options set on the command line (the rest are defaults)."""
 
@@ -84,6 +85,10 @@ class RunOptions(BaseModel):
         from ..models import resolve_model
         from ..tools.core import CODE_TOOL
 
+        if self.otel:
+            from .. import tracing
+
+            tracing.switch_on()
         config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
                              prompt_style=self.prompt_style,
                              max_context_tokens=self.max_context_tokens,
@@ -98,7 +103,8 @@ class RunOptions(BaseModel):
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
         never the API key, and tool files as absolute paths."""
-        data = self.model_dump(mode="json", exclude={"api_key", "given"})
+        # --otel is where this process sends its traces, not part of the agent: not kept
+        data = self.model_dump(mode="json", exclude={"api_key", "given", "otel"})
         data["tools"] = [str(Path(t).resolve()) for t in self.tools]
         data["mcp_config"] = [str(Path(t).resolve()) for t in self.mcp_config]
         return data
@@ -187,6 +193,10 @@ NoKvCacheOpt = Annotated[bool, typer.Option(
     "--no-kv-cache",
     help="Local models: evaluate the system prompt again instead of loading it from "
          "$JSONAGENT_HOME/kv/.")]
+OtelOpt = Annotated[bool, typer.Option(
+    "--otel",
+    help="Send OpenTelemetry traces and metrics over OTLP/HTTP (to "
+         "$OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318); needs the otel extra.")]
 
 
 StoreOpt = Annotated[Optional[str], typer.Option(

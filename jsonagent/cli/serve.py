@@ -11,8 +11,8 @@ import typer
 from .exits import USAGE, fail, guarded
 from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, PromptStyleChoice, PromptStyleOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, ToolsOpt)
+                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
 
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
@@ -51,7 +51,7 @@ def serve(ctx: typer.Context,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-          no_kv_cache: NoKvCacheOpt = False):
+          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
     """Serve the agent: REST under /v1, A2A, and a web page at /.
 
     Runs are kept in the same store as the CLI's sessions; a restart takes them over."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..usage import Usage
 
@@ -13,9 +13,11 @@ Message = dict[str, Any]
 
 
 class ModelReply(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     text: str
     """The raw reply, exactly as the model produced it."""
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     cut: bool = False
     """The reply reached its token cap before it ended (finish_reason "length")."""
 

@@ -71,7 +71,10 @@ class RunExecutor(AgentExecutor):
                 history=[context.message] if context.message else None))
         try:
             if run_id is None:
-                run_id = await asyncio.to_thread(self.runner.submit, text, session)
+                headers = context.call_context.state.get("headers", {}) \
+                    if context.call_context is not None else {}
+                run_id = await asyncio.to_thread(self.runner.submit, text, session, None,
+                                                 headers.get("traceparent"))
                 after = 0
             else:
                 info = await asyncio.to_thread(self.runner.get, run_id)

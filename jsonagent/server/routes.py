@@ -36,8 +36,10 @@ router = APIRouter(prefix="/v1")
 
 
 @router.post("/runs", status_code=201)
-def create_run(body: RunIn, runner: Runs) -> dict[str, Any]:
-    run_id = runner.submit(body.input, body.session, body.max_steps)
+def create_run(body: RunIn, runner: Runs,
+               traceparent: Annotated[str | None, Header(include_in_schema=False)] = None
+               ) -> dict[str, Any]:
+    run_id = runner.submit(body.input, body.session, body.max_steps, traceparent)
     return run_view(runner.get(run_id))
 
 

@@ -88,10 +88,13 @@ class Runner:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def submit(self, text: str, session: str | None = None, max_steps: int | None = None) -> str:
+    def submit(self, text: str, session: str | None = None, max_steps: int | None = None,
+               traceparent: str | None = None) -> str:
+        """`traceparent`: the caller's trace (its request's header), the run span's parent."""
         s = Session(self.front.deps, session, self.store)
         try:
-            state = s.enqueue(text, **({"max_steps": max_steps} if max_steps else {}))
+            state = s.enqueue(text, traceparent=traceparent,
+                              **({"max_steps": max_steps} if max_steps else {}))
         finally:
             s.close()
         self._news.set()

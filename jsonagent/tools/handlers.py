@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
+from ..tracing import outgoing_headers
 from .spec_checks import ARG_REF, BRACED, ENV_REF
 from .specs import ToolSpec
 
@@ -269,10 +270,11 @@ class HttpHandler:
         self.output = http.get("output", "auto")
 
     def __call__(self, **args: Any) -> Any:
-        # async, so that a cancel of the run cancels the request and closes its connection
-        return run_coroutine(self._request(args))
+        # async, so that a cancel of the run cancels the request and closes its connection;
+        # the trace's headers are read here, in the tool call's own context
+        return run_coroutine(self._request(args, outgoing_headers()))
 
-    async def _request(self, args: dict[str, Any]) -> Any:
+    async def _request(self, args: dict[str, Any], trace: dict[str, str] | None = None) -> Any:
         import httpx
 
         args = with_defaults(self.spec, args)
@@ -288,7 +290,7 @@ class HttpHandler:
         if body is None and self.body is None and self.method in ("POST", "PUT", "PATCH"):
             body = args
         where = _safe_url(url)
-        headers = dict(self.headers)
+        headers = {**(trace or {}), **self.headers}  # the spec's own headers win
         try:
             async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
                 request = client.build_request(self.method, url, params=query or None,

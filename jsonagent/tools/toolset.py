@@ -6,6 +6,7 @@ import functools
 import hashlib
 import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -29,9 +30,9 @@ def core_tools() -> list[ToolSpec]:
 
 @functools.lru_cache(maxsize=1)
 def _core_specs() -> tuple[ToolSpec, ...]:
-    # Checked against the meta-schema once per process: specs are frozen, so sharing is safe,
-    # and an Agent is then cheap to construct (~6 ms of checking otherwise).
-    return tuple(load_tools(default_tools_path()))
+    # Package data, checked by a test (test_core_specs_pass_the_checks) rather than at every
+    # start; specs are frozen, so sharing them is safe.
+    return tuple(load_tools(default_tools_path(), trusted=True))
 
 
 class Toolset:
@@ -135,7 +136,10 @@ def spec_files(path: str | Path) -> list[Path]:
 
 
 def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
-    from .mcp import MCPServer
+    # an MCPServer given here means its module is loaded; not importing it otherwise keeps
+    # an Agent with plain tools from paying for it (about 10 ms)
+    mcp = sys.modules.get(f"{__package__}.mcp")
+    MCPServer = mcp.MCPServer if mcp is not None else ()
 
     if isinstance(items, Toolset):
         yield from items
@@ -166,9 +170,9 @@ def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
 
 def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
     """Attach the implementation: the spec's own handler, else the built-in of that name."""
-    from .handlers import bind
-
     if spec.handler:
+        from .handlers import bind
+
         fn = bind(spec, base)
     elif spec.name in BUILTINS:
         fn = BUILTINS[spec.name]

@@ -36,7 +36,7 @@ class ScriptedModel:
     def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted",
                  replay: bool = False, chunk: int = 16, delay: float = 0.0):
         self.name = name
-        self.chunk, self.delay = max(1, chunk), delay
+        self.chunk, self.delay = max(1, int(chunk)), delay
         self._fn = replies if callable(replies) else None
         self._queue: list[Reply] = [] if callable(replies) else [_text(r) for r in replies]
         self._replay = replay
@@ -47,7 +47,8 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
-        """A JSON list of raw reply strings (objects are allowed and sent as JSON)."""
+        """A JSON list of raw reply strings (objects are allowed and sent as JSON), or
+        `{"replies": [...], "chunk": 4, "delay": 0.1}` to write them slowly when streamed."""
         if not str(path):
             raise ConfigError("scripted: needs a file, as in scripted:replies.json")
         text = read_text(path, ConfigError, "script")
@@ -55,9 +56,14 @@ class ScriptedModel:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        writing = {}
+        if isinstance(data, dict) and isinstance(data.get("replies"), list):
+            writing = {k: data[k] for k in ("chunk", "delay") if isinstance(data.get(k), (int, float))}
+            data = data["replies"]
         if not isinstance(data, list):
-            raise ConfigError(f"{path}: a script is a JSON list of replies")
-        return cls(data, name=f"scripted:{path}", replay=True)
+            raise ConfigError(f"{path}: a script is a JSON list of replies, or an object "
+                              "with one under \"replies\"")
+        return cls(data, name=f"scripted:{path}", replay=True, **writing)
 
     def enqueue(self, *replies: Reply) -> None:
         self._queue.extend(_text(r) for r in replies)

@@ -68,7 +68,8 @@ def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, n
     return opts.build_agent(ask_human=display.ask if live else None,
                             approve=display.approve if live else None,
                             on_event=display.event, on_status=display.status,
-                            transcript=transcript, store=None if no_store else default_path())
+                            transcript=transcript, store=None if no_store else default_path(),
+                            deltas=display.live)  # a terminal watches the thought written
 
 
 def _finish(display, result, output: OutputChoice):

@@ -25,7 +25,9 @@ from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
 
 from ..errors import Conflict, SessionBusy, Unknown
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
-from .wakeups import until_news
+from ..events import ThoughtDelta
+from .live import until_either
+from .wakeups import LOOK_ANYWAY_S
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -89,12 +91,20 @@ class RunExecutor(AgentExecutor):
         return info.last_run if info is not None and info.last_status == NEEDS_HUMAN else None
 
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
-        """Map the run's events onto the task until it ends or waits for a person."""
+        """Map the run's events onto the task until it ends or waits for a person. While a
+        step is written, its thought so far goes out as a working status now and then (as
+        often as the deltas come, joined while this side was busy)."""
         store = self.runner.store
-        with self.app_state.wakeups.follow(run_id) as news:
+        writing: dict[tuple[str, int, int], str] = {}
+        with self.app_state.wakeups.follow(run_id) as news, \
+                self.runner.live.follow(run_id) as live:
+            look = True
             while not self.runner.stopping.is_set():
-                news.clear()
-                for event in await asyncio.to_thread(store.events, run_id, None, after):
+                batch = []
+                if look:  # stored events first: a delta is written after them
+                    news.clear()
+                    batch = await asyncio.to_thread(store.events, run_id, None, after)
+                for event in batch:
                     after = event["seq"]
                     if event["type"] == "step":
                         line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
@@ -103,7 +113,16 @@ class RunExecutor(AgentExecutor):
                     elif event["type"] == "run_end":
                         await self._end(run_id, event, updater)
                         return
-                await until_news(news)
+                for delta in live.take():
+                    if isinstance(delta, ThoughtDelta):
+                        key = (delta.run_id, delta.step, delta.attempt)
+                        writing[key] = thought = writing.get(key, "") + delta.text
+                        message = updater.new_agent_message([new_text_part(thought)])
+                        await updater.update_status(TaskState.TASK_STATE_WORKING, message,
+                                                    metadata={"partial": True,
+                                                              "step": delta.step})
+                await until_either(news, live.ready, LOOK_ANYWAY_S)
+                look = news.is_set() or not live.ready.is_set()
 
     async def _end(self, run_id: str, event: dict, updater: TaskUpdater) -> None:
         def say(text: str):

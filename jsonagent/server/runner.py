@@ -15,9 +15,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, Conflict, SessionBusy, Unknown
+from ..events import Delta
 from ..session import Session
 from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
                       server_status)
+from .live import Live
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -49,6 +51,8 @@ class Runner:
         self._active: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self.live = Live()
+        """The deltas of the runs driven here, for the streams following them now."""
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -161,9 +165,14 @@ class Runner:
         state = info.state
         decision = (info.decision or {}) if state.pending is not None else {}
         try:
+            # a reply is streamed only while a client follows the run
             events = session.iter_resume(decision.get("answer"), decision.get("approve"),
-                                         decision.get("reason"), run_id)
+                                         decision.get("reason"), run_id,
+                                         deltas=lambda: self.live.watched(run_id))
             for event in events:
+                if isinstance(event, Delta):
+                    self.live.publish(run_id, event)
+                    continue
                 if self.stopping.is_set() and event.type in SAFE_STOPS:
                     events.close()  # the row stays running; the next start takes it over
                     break

@@ -133,3 +133,53 @@ def test_a_model_that_does_not_stream_gets_no_on_delta():
     events = list(Agent(model=Plain()).iter("x", deltas=True))
     assert events[-1].status == "completed"
     assert not any(isinstance(e, ev.Delta) for e in events)
+
+
+def test_react_style_streams_its_thought():
+    from jsonagent import AgentConfig
+
+    reply = "Thought: the answer is known\nAction: TaskCompleteTool\nAction Input: {\"output\": \"4\"}"
+    agent = Agent(model=ScriptedModel([reply], chunk=2), config=AgentConfig(prompt_style="react"))
+    events = list(agent.iter("2+2?", deltas=True))
+    assert events[-1].status == "completed"
+    written = "".join(e.text for e in events if isinstance(e, ev.ThoughtDelta))
+    assert written == "the answer is known" == next(
+        e for e in events if isinstance(e, ev.StepTaken)).thought
+
+
+def _display():
+    import io
+
+    from rich.console import Console
+
+    from jsonagent.cli.display import Display
+
+    display = Display()
+    display.live = True  # as on a terminal, without the spinner
+    display._start = lambda *a, **kw: None
+    display.err = Console(file=io.StringIO(), force_terminal=False, width=200, highlight=False)
+    return display
+
+
+def _shown(display, events) -> str:
+    for e in events:
+        display.event(e)
+    return display.err.file.getvalue()
+
+
+def test_display_writes_the_thought_then_the_call_on_its_line():
+    events = list(_agent([CALL | {"thought": "plain"}, DONE]).iter("x", deltas=True))
+    out = _shown(_display(), events)
+    assert out.count("plain") == 1
+    assert "step 1 plain (model " in out and "\n  → GetTimeTools" in out
+
+
+def test_display_shows_a_reasked_and_a_repaired_step_again():
+    bad = '{"thought": "half a thought", "tool_name": "NoSuchTool", "args_list": {}}'
+    repaired = '{"thoughts": "alias key", "tool_name": "TaskCompleteTool", "args_list": {"output": "x"}}'
+    events = list(_agent([bad, repaired]).iter("x", deltas=True))
+    out = _shown(_display(), events)
+    # the refused attempt ends its line before the re-ask's warning
+    assert "step 1 half a thought\n  ! invalid reply (tool)" in out
+    # the repaired reply's thought was not streamed under "thought": the step shows it whole
+    assert "step 1 alias key (model" in out

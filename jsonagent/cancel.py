@@ -132,7 +132,9 @@ class CancelToken:
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         remove = self.on_cancel(lambda: inbox.put(_CANCELLED))
         context = contextvars.copy_context()  # the caller's context vars reach the work
-        emit = lambda item: inbox.put(("item", item))  # noqa: E731
+        def emit(item: Any) -> None:  # from the work's thread, or any other it uses
+            inbox.put(("item", item))
+
         self._helper.tasks.put((context, fn, (emit,), {}, inbox))
         try:
             while True:

@@ -14,7 +14,6 @@ a repaired or re-asked reply is said so by the event that follows it.
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 
@@ -29,16 +28,6 @@ _WS = " \t\r\n"
 
 def reader_for() -> "AnyReader":
     return AnyReader()
-
-
-class Utf8Pieces:
-    """Bytes in, whole characters out: a token may end inside a character."""
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def __call__(self, data: bytes) -> str:
-        return self._decoder.decode(data)
 
 
 class AnyReader:

@@ -1,15 +1,21 @@
 """The partial reader, on replies cut at every byte: each prefix yields only true deltas, and
 the thought deltas add up to the thought the envelope reads from the whole reply."""
 
+import codecs
 import json
 
 import pytest
 
 from jsonagent.envelope import parse_reply
-from jsonagent.partial import JsonReader, ReactReader, Utf8Pieces, reader_for
+from jsonagent.partial import JsonReader, ReactReader, reader_for
 from jsonagent.tools.toolset import Toolset
 
 TOOLS = Toolset.build(None)
+
+
+def Utf8Pieces():
+    """Bytes in, whole characters out, as a backend hands on a reply cut inside a character."""
+    return codecs.getincrementaldecoder("utf-8")().decode
 
 JSON_REPLIES = [
     {"thought": "plain words", "tool_name": "GetTimeTools", "args_list": {}},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers import new_task, new_text_part
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 RPC_PATH = "/a2a"
+PARTIAL_EVERY_S = 0.25
+"""How often, at most, a task is told the thought written so far."""
 YES = {"yes", "y", "approve", "approved", "ok", "allow", "true"}
 
 
@@ -92,10 +95,11 @@ class RunExecutor(AgentExecutor):
 
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
         """Map the run's events onto the task until it ends or waits for a person. While a
-        step is written, its thought so far goes out as a working status now and then (as
-        often as the deltas come, joined while this side was busy)."""
+        step is written, its thought so far goes out as a working status, at most every
+        PARTIAL_EVERY_S; the step's own status then carries the whole thought."""
         store = self.runner.store
         writing: dict[tuple[str, int, int], str] = {}
+        sent = 0.0
         with self.app_state.wakeups.follow(run_id) as news, \
                 self.runner.live.follow(run_id) as live:
             look = True
@@ -116,11 +120,12 @@ class RunExecutor(AgentExecutor):
                 for delta in live.take():
                     if isinstance(delta, ThoughtDelta):
                         key = (delta.run_id, delta.step, delta.attempt)
-                        writing[key] = thought = writing.get(key, "") + delta.text
-                        message = updater.new_agent_message([new_text_part(thought)])
-                        await updater.update_status(TaskState.TASK_STATE_WORKING, message,
-                                                    metadata={"partial": True,
-                                                              "step": delta.step})
+                        writing[key] = writing.get(key, "") + delta.text
+                        if time.monotonic() - sent >= PARTIAL_EVERY_S:
+                            # each status message goes into the task's history: not per token
+                            sent = time.monotonic()
+                            message = updater.new_agent_message([new_text_part(writing[key])])
+                            await updater.update_status(TaskState.TASK_STATE_WORKING, message)
                 await until_either(news, live.ready, LOOK_ANYWAY_S)
                 look = news.is_set() or not live.ready.is_set()
 

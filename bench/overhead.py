@@ -13,10 +13,12 @@ import sys
 import time
 
 
-def per_step(runs: int, steps: int = 10, store=None, stops: bool = False) -> list[float]:
+def per_step(runs: int, steps: int = 10, store=None, stops: bool = False,
+             deltas: bool = False) -> list[float]:
     """`stops`: the tool says it stops by itself on a cancel, as our handlers do, so the loop
     calls it in its own thread; a plain Python tool runs in the run's helper thread, so that
-    a cancel ends the wait at once (two thread switches a step)."""
+    a cancel ends the wait at once (two thread switches a step). `deltas`: someone watches
+    the replies as they are written (`iter(deltas=True)`); without, none are built."""
     from jsonagent import Agent, tool
     from jsonagent.testing import ScriptedModel, step
 
@@ -34,7 +36,8 @@ def per_step(runs: int, steps: int = 10, store=None, stops: bool = False) -> lis
     for _ in range(runs):
         agent = Agent(model=ScriptedModel(list(script)), tools=[noop], max_steps=steps, store=store)
         t0 = time.perf_counter()
-        result = agent.run("count")
+        *_, end = agent.iter("count", deltas=deltas)
+        result = end.result
         out.append((time.perf_counter() - t0) / steps)
         assert result.status == "completed" and len(result.steps) == steps
     return out
@@ -89,6 +92,7 @@ def main() -> None:
     # ten times the runs: a run takes under a millisecond, and a median of 30 swings with load
     show("overhead per step, no store", per_step(runs * 10), 1e3, "ms")
     show("  the same, tool stops on cancel", per_step(runs * 10, stops=True), 1e3, "ms")
+    show("  the same, replies streamed", per_step(runs * 10, deltas=True), 1e3, "ms")
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "bench.db")
         show("overhead per step, SQLite store", per_step(runs, store=store), 1e3, "ms")

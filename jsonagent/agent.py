@@ -43,6 +43,10 @@ class Agent:
     `approve(tool, args)` may be sync or async; returning None means nobody can answer now,
     and the run pauses with status needs_human until `resume` is called. Runs are stored
     when a `store` is given or a run names a `session`.
+
+    `deltas=True` streams every run's replies: `on_event` then also gets the live delta
+    events (`events.ThoughtDelta`, `ToolNameKnown`, `ArgsDelta`) as the model writes; `iter`
+    and `aiter` take `deltas=` per run.
     """
 
     def __init__(self, model: Model | str | None = None, tools: ToolLike = None, *,
@@ -50,7 +54,7 @@ class Agent:
                  hooks: list[Any] | None = None, store: Store | str | Path | None = None,
                  max_steps: int | None = None, output_type: type | None = None,
                  config: AgentConfig | None = None, transcript: str | Path | None = None,
-                 on_event: Callable[[Any], None] | None = None,
+                 on_event: Callable[[Any], None] | None = None, deltas: bool = False,
                  sandbox_factory: Callable[[], Any] | None = None,
                  origin: dict[str, Any] | None = None):
         model = model if model is not None and not isinstance(model, str) \
@@ -74,6 +78,7 @@ class Agent:
             model=model, caps=caps, toolset=toolset, config=config, style=style,
             system_prompt=style.system(toolset), hooks=Hooks([*caps.hooks, *(hooks or [])]),
             output_type=output_type, ask_human=ask_human, approve=approve, on_event=on_event,
+            deltas=deltas,
             transcript=transcript, origin=origin or {},
             sandbox_factory=sandbox_factory or partial(_default_sandbox, config))
         """What every run needs, frozen (see deps.py)."""
@@ -123,11 +128,13 @@ class Agent:
     def run(self, question: str, *, session: str | None = None) -> RunResult:
         return drain(self.iter(question, session=session))
 
-    def iter(self, question: str, *, session: str | None = None) -> Iterator[Event]:
-        """The run as typed events, ending with a RunEnd that carries the RunResult."""
+    def iter(self, question: str, *, session: str | None = None,
+             deltas: bool | None = None) -> Iterator[Event]:
+        """The run as typed events, ending with a RunEnd that carries the RunResult. With
+        `deltas=True`, the live delta events of each reply come among them (never stored)."""
         s = self.session(session)
         try:
-            yield from s.iter(question)
+            yield from s.iter(question, deltas=deltas)
         finally:
             self.last_state = s.last
             s.close()
@@ -150,7 +157,8 @@ class Agent:
         return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason))
 
     def iter_resume(self, run: str | RunState, *, answer: str | None = None,
-                    approve: bool | None = None, reason: str | None = None) -> Iterator[Event]:
+                    approve: bool | None = None, reason: str | None = None,
+                    deltas: bool | None = None) -> Iterator[Event]:
         if isinstance(run, RunState):
             store, session_id = self.store, run.session_id
         else:
@@ -158,7 +166,7 @@ class Agent:
             session_id = store.load_run(run).session_id
         s = Session(self.deps, session_id, store)
         try:
-            yield from s.iter_resume(answer, approve, reason, run)
+            yield from s.iter_resume(answer, approve, reason, run, deltas=deltas)
         finally:
             self.last_state = s.last
             s.close()
@@ -169,7 +177,8 @@ class Agent:
             pass
         return end.result
 
-    async def aiter(self, question: str, *, session: str | None = None) -> AsyncIterator[Event]:
+    async def aiter(self, question: str, *, session: str | None = None,
+                    deltas: bool | None = None) -> AsyncIterator[Event]:
         """`iter` for asyncio: the run goes on in a thread of its own; async callbacks are
         awaited on your event loop. Cancelling the task cancels the run, whatever its tool
         is doing, and returns once the run's thread has ended: nothing runs on."""
@@ -183,7 +192,7 @@ class Agent:
 
         def work() -> None:
             try:
-                for event in s.iter(question):
+                for event in s.iter(question, deltas=deltas):
                     loop.call_soon_threadsafe(queue.put_nowait, event)
             except BaseException as exc:  # handed to the awaiting side
                 loop.call_soon_threadsafe(queue.put_nowait, exc)

@@ -33,6 +33,8 @@ class RunDeps:
     """The person, as the user gave it (sync or async); None: nobody can answer now."""
     approve: Callable[[str, dict], Any] | None = None
     on_event: Callable[[Any], None] | None = None
+    deltas: bool = False
+    """Stream every run's replies: `on_event` and the iterators get the live delta events."""
     transcript: str | Path | None = None
     sandbox_factory: Callable[[], Any] | None = None
     origin: dict[str, Any] = field(default_factory=dict)

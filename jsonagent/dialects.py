@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 # A marker opens a line, optionally in markdown bold or after a list dash or quote mark; never
 # indented, so that a line of code inside an input (`    answer: int = 5`) stays code.
-_MARKER = re.compile(
+MARKER = re.compile(
     r"^(?:[>*-]+[ \t]*)?\**(?P<key>thought|action input|action|observation|final answer|answer)\**\s*:\**[ \t]?"
     r"|^[ \t*]*(?P<pause>pause)[ \t*.]*$",
     re.I)
-_INLINE_FINAL = re.compile(r"\s\**final answer\**\s*:\**\s*", re.I)
+INLINE_FINAL = re.compile(r"\s\**final answer\**\s*:\**\s*", re.I)
 # `Action: NAME: INPUT` names a tool with a word, then a colon
 _PAUSE_ACTION = re.compile(r"^`?(?P<name>[A-Za-z_][\w.\-]*)`?\s*:\s*(?P<input>.*)$", re.S)
 
@@ -104,7 +104,7 @@ def _sections(text: str) -> list[tuple[str | None, str, int]]:
     Text before the first marker is a section with marker None."""
     out: list[tuple[str | None, list[str], int]] = []
     for n, line in enumerate(text.splitlines(), start=1):
-        m = _MARKER.match(line)
+        m = MARKER.match(line)
         if m:
             key = (m["key"] or m["pause"]).lower()
             out.append((key, [line[m.end():]] if m["key"] else [], n))
@@ -119,7 +119,7 @@ def _split_inline_final(sections):
     """`Thought: I know it now. Final Answer: 42` on one line: the answer inside the thought."""
     out = []
     for key, value, line in sections:
-        m = _INLINE_FINAL.search(value) if key == "thought" else None
+        m = INLINE_FINAL.search(value) if key == "thought" else None
         if m:
             out += [(key, value[:m.start()].strip(), line), ("final answer", value[m.end():].strip(), line)]
         else:

@@ -205,6 +205,53 @@ class RunEnd(Event):
     """The RunResult, in memory only (the fields above are its record)."""
 
 
+@_slotted
+class Delta:
+    """A piece of the reply the model is writing now, for those watching live.
+
+    Deltas are live only: never stored nor written to a transcript, and without a sequence
+    number (`Last-Event-ID` counts stored events only). They are built only for a run that
+    someone streams. What the reply turns out to be is said by the stored event that follows:
+    a `step` (its `repairs` say when its thought differs from what was shown) or a `reask`
+    (what was shown for that attempt is void).
+    """
+
+    run_id: str = ""
+    session_id: str = ""
+    step: int = 0
+    attempt: int = 0
+    """0 for the first try at the step; a re-ask writes the step again with attempt + 1."""
+    t: float = field(default_factory=time.time)
+
+    def to_json(self) -> str:
+        return _adapter(type(self)).dump_json(self).decode()
+
+
+@_slotted
+class ThoughtDelta(Delta):
+    type: Literal["thought_delta"] = "thought_delta"
+    text: str
+    """The next characters of the thought: the pieces of one attempt add up to its thought."""
+
+
+@_slotted
+class ToolNameKnown(Delta):
+    type: Literal["tool_name"] = "tool_name"
+    name: str
+    """The tool name as written (the step may correct its case)."""
+
+
+@_slotted
+class ArgsDelta(Delta):
+    type: Literal["args_delta"] = "args_delta"
+    text: str
+    """The next characters of `args_list` as raw JSON text."""
+
+
+DELTAS = {"thought": ThoughtDelta, "tool": ToolNameKnown, "args": ArgsDelta}
+"""The event of each kind of delta the partial reader (partial.py) finds."""
+
+
 AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
                            Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
                      Field(discriminator="type")]

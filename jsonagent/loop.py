@@ -25,6 +25,7 @@ from .hooks import ToolCall, Veto
 from .memory import Memory
 from .models import ModelReply
 from .notes import note
+from .partial import reader_for
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED
@@ -47,7 +48,8 @@ class Resume:
 
 class Loop:
     def __init__(self, deps: RunDeps, ctx: RunContext,
-                 approve: Callable[[str, dict], bool | None] | None):
+                 approve: Callable[[str, dict], bool | None] | None,
+                 watched: Callable[[], bool] | None = None):
         self.model, self.toolset, self.config = deps.model, deps.toolset, deps.config
         self.style, self.hooks, self.output_type = deps.style, deps.hooks, deps.output_type
         self.ctx, self.approve = ctx, approve
@@ -56,6 +58,9 @@ class Loop:
         self.call_model = self.cancel.call_here if deps.caps.stops_on_cancel else self.cancel.call
         self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self._reply_note: str | None = None
+        self.watched = watched if deps.caps.streams else None
+        """Asked before each model call: is someone watching the reply as it is written?
+        Only then is it streamed, and delta events built."""
         self.memory = Memory(self.model, self.config, self.style, self.call_model, deps.caps)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
@@ -138,8 +143,10 @@ class Loop:
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
-                reply: ModelReply = self.call_model(self.model.complete, wire, fmt,
-                                                    stop=self.style.stop)
+                if self.watched is not None and self.watched():
+                    reply: ModelReply = yield from self._streamed(wire, fmt, index, attempt)
+                else:
+                    reply = self.call_model(self.model.complete, wire, fmt, stop=self.style.stop)
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
@@ -154,6 +161,24 @@ class Loop:
                                            finish_reason="length" if reply.cut else "stop",
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
+
+    def _streamed(self, wire: list, fmt: dict | None, index: int,
+                  attempt: int) -> Iterator[ev.Delta]:
+        """The model call, with what its reply makes known as it is written (live only)."""
+        reader = reader_for()
+        s, stop = self.s, self.style.stop
+        writing = self.cancel.stream(
+            lambda emit: self.model.complete(wire, fmt, stop=stop, on_delta=emit))
+        while True:
+            try:
+                piece = next(writing)
+            except StopIteration as done:
+                return done.value
+            for kind, value in reader.feed(piece):
+                delta = ev.DELTAS[kind](**{"name" if kind == "tool" else "text": value})
+                delta.run_id, delta.session_id, delta.step, delta.attempt = \
+                    s.run_id, s.session_id, index, attempt
+                yield delta
 
     def _numbered(self, events: Iterator[ev.Event]) -> Iterator[ev.Event]:
         """Pass on a policy's events as this run's; return what the policy returns."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import events as ev
 from . import tracing
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from .deps import RunDeps
     from .store import Store
 
+
+Watched = bool | Callable[[], bool] | None
+"""Whether a run's replies are streamed: always, or as a function says before each call;
+None takes the agent's setting."""
 
 NAME_MAX = 200
 """The longest session name, on every surface (the REST API's bodies say the same)."""
@@ -93,8 +97,10 @@ class Session:
                               f"{last.pending.tool}: call resume(approve=True or False)")
         return drain(self.iter(text))
 
-    def iter(self, text: str) -> Iterator[ev.Event]:
-        """The events of a new run on this conversation, ending with a RunEnd."""
+    def iter(self, text: str, *, deltas: Watched = None) -> Iterator[ev.Event]:
+        """The events of a new run on this conversation, ending with a RunEnd. With `deltas`
+        (True, or a function asked before each model call), the reply is streamed and its
+        live delta events come among the others, to the caller and to `on_event`."""
         def build(last: RunState | None) -> RunState:
             return self._new_state(text, last)
 
@@ -105,15 +111,15 @@ class Session:
                               "resume it first")
         else:
             state = build(self.last)
-        return self._drive(state, None)
+        return self._drive(state, None, deltas)
 
     def resume(self, answer: str | None = None, approve: bool | None = None,
                reason: str | None = None, run: str | RunState | None = None) -> RunResult:
         return drain(self.iter_resume(answer, approve, reason, run))
 
     def iter_resume(self, answer: str | None = None, approve: bool | None = None,
-                    reason: str | None = None, run: str | RunState | None = None
-                    ) -> Iterator[ev.Event]:
+                    reason: str | None = None, run: str | RunState | None = None, *,
+                    deltas: Watched = None) -> Iterator[ev.Event]:
         """Go on with a paused or interrupted run (by default this session's last one)."""
         if isinstance(run, RunState):
             state = run.model_copy(deep=True)
@@ -130,16 +136,16 @@ class Session:
         _check_input(state, answer, approve)
         if self.store is not None:
             state = self.store.claim_run(state.run_id, self.deps.busy_wait_s)
-        return self.iter_claimed(state, answer, approve, reason)
+        return self.iter_claimed(state, answer, approve, reason, deltas=deltas)
 
     def iter_claimed(self, state: RunState, answer: str | None = None,
-                     approve: bool | None = None, reason: str | None = None
-                     ) -> Iterator[ev.Event]:
+                     approve: bool | None = None, reason: str | None = None, *,
+                     deltas: Watched = None) -> Iterator[ev.Event]:
         """Go on with a run this process has claimed from the store already (a server's
         worker takes its runs with `Store.next_run`)."""
         if state.seq == 0:  # a queued run, or one that died before its first event: start it
             state.status = RUNNING
-        return self._drive(state, Resume(answer=answer, approved=approve, reason=reason))
+        return self._drive(state, Resume(answer=answer, approved=approve, reason=reason), deltas)
 
     def enqueue(self, text: str, *, traceparent: str | None = None, **config: Any) -> RunState:
         """A new run stored as queued, for a worker to start with `iter_resume(run=id)`;
@@ -170,11 +176,14 @@ class Session:
             memory=last.memory if last is not None else MemoryState(),
             code_used=bool(last and last.code_used), traceparent=tracing.inherited())
 
-    def _drive(self, state: RunState, resume: Resume | None) -> Iterator[ev.Event]:
+    def _drive(self, state: RunState, resume: Resume | None,
+               deltas: Watched = None) -> Iterator[ev.Event]:
         deps = self.deps
         # the run's own context: the session's scratch state (its sandbox), the run's token
         ctx = replace(self.ctx, cancel=self._token)
-        loop = Loop(deps, ctx, self.approve)
+        deltas = deps.deltas if deltas is None else deltas
+        watched = deltas if callable(deltas) else (lambda: True) if deltas else None
+        loop = Loop(deps, ctx, self.approve, watched)
         self.last = state
         return self._records(loop.iterate(state, resume), state)
 
@@ -205,7 +214,11 @@ class Session:
                 return
             interrupt = None
             try:
-                self._hand_to_records(event, state)
+                if isinstance(event, ev.Delta):  # live only: no record keeps it
+                    if self.deps.on_event is not None:
+                        self.deps.on_event(event)
+                else:
+                    self._hand_to_records(event, state)
             except KeyboardInterrupt as exc:
                 if isinstance(event, ev.RunEnd):
                     raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -18,12 +19,32 @@ def completion(text: str, prompt_tokens: int = 11, completion_tokens: int = 7, c
     }
 
 
+class Chunks(list):
+    """The chunks of a streamed reply, `delay` seconds apart."""
+
+    delay = 0.0
+
+
+def streamed(pieces: list[str], prompt_tokens: int = 11, completion_tokens: int = 7) -> Chunks:
+    """A reply written in `pieces`, with the usage in a last chunk of its own (include_usage)."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+    out = Chunks({**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                 for p in pieces)
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    out.append({**base, "choices": [], "usage": {
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens}})
+    return out
+
+
 class OpenAIStub:
     """Answers POST /v1/chat/completions from a script of (status, body) pairs or a function."""
 
     def __init__(self, script=None):
         self.script = list(script or [])
         self.requests: list[dict] = []
+        self.hung_up = threading.Event()
+        """A client closed a streamed reply before its end."""
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -32,6 +53,19 @@ class OpenAIStub:
                 stub.requests.append({"path": self.path, "body": body,
                                       "auth": self.headers.get("authorization")})
                 status, payload = stub.next(body)
+                if isinstance(payload, Chunks):  # a streamed reply: server-sent events
+                    self.send_response(status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    try:
+                        for chunk in payload:
+                            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                            self.wfile.flush()
+                            time.sleep(payload.delay)
+                        self.wfile.write(b"data: [DONE]\n\n")
+                    except OSError:  # the client closed the stream
+                        stub.hung_up.set()
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

@@ -1,6 +1,7 @@
 """`jsonagent chat` in a real pseudo-terminal: Ctrl-C cancels a turn, not the conversation;
 Ctrl-C or Ctrl-D at the prompt leaves cleanly."""
 
+import io
 import json
 import os
 import sys
@@ -38,7 +39,7 @@ def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(tmp_path, cleanup):
     child = chat(tmp_path, "--tools", spec, "--model", model, "--session", "tty")
     cleanup(child)
     child.sendline("please wait")
-    child.expect_exact("waiting")  # the step is shown: the tool is running now
+    child.expect_exact("→ wait")  # the call is shown: the tool is running now
     child.sendintr()
     child.expect("interrupted")
     child.expect_exact("you> ")  # back at the prompt, the conversation kept
@@ -82,3 +83,29 @@ def test_an_approval_is_asked_at_the_terminal(tmp_path, cleanup):
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 0
+
+
+def test_the_thought_is_written_before_the_call_line(tmp_path, cleanup):
+    """On a terminal the thought appears as the model writes it, in place of the spinner;
+    the call line comes once the step is whole, and the thought is not shown twice."""
+    thought = "looking up the time in Tokyo before answering"
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps({"chunk": 4, "delay": 0.08, "replies": [
+        step("GetTimeTools", {"timezone": "Asia/Tokyo"}, thought),
+        step("TaskCompleteTool", {"output": "noon"}, "done")]}))
+    child = pexpect.spawn(sys.executable, ["-m", "jsonagent", "run", "time?", "--no-store",
+                                           "--model", f"scripted:{path}"],
+                          env={**os.environ, "TERM": "dumb", "COLUMNS": "200"},
+                          encoding="utf-8", timeout=30, cwd=str(tmp_path))
+    cleanup(child)
+    child.logfile_read = screen = io.StringIO()
+    child.expect_exact("step 1 " + thought[:8])  # two pieces in: the step is still being written
+    assert "→" not in screen.getvalue()
+    child.expect_exact(thought[8:])
+    child.expect_exact("→ GetTimeTools")
+    child.expect_exact("noon")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert screen.getvalue().count(thought) == 1  # written once, not printed again
+    assert f"step 1 {thought} (model" in screen.getvalue()

@@ -20,3 +20,10 @@ def test_use_it_from_python_examples_run():
     namespace: dict = {}
     exec(compile(definitions + scripted, "README.md", "exec"), namespace)
     assert namespace["result"].status == "completed"
+
+
+def test_the_streaming_example_runs(capsys):
+    blocks = [b for b in python_blocks("Use it from Python") if "deltas=True" in b]
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "README.md", "exec"), {})
+    assert capsys.readouterr().out == "two and two make four\n→ TaskCompleteTool {'output': '4'}\n"

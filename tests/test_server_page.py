@@ -93,3 +93,41 @@ def shows(page, selector: str, text: str, timeout: float = 15) -> None:
     while text not in page.inner_text(selector):
         assert time.monotonic() < deadline, page.inner_text(selector)
         time.sleep(0.1)
+
+
+def test_the_thought_is_typed_into_the_step_before_it_ends(serve):
+    from test_server_stream import LONG, SLOW
+
+    server = serve(SLOW)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox"], timeout=30_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(server.url + "/")
+            page.fill("#input", "What time is it?")
+            page.click("#ask button")
+            seen = _typing(page, '#steps li[data-step="2"]')
+            assert seen and LONG.startswith(seen) and seen != LONG  # part of it, as written
+            shows(page, "#run-status", "completed")
+            assert page.inner_text('#steps li[data-step="2"] .thought') == LONG
+            assert page.evaluate("document.querySelectorAll('#steps li.writing').length") == 0
+        finally:
+            browser.close()
+
+
+def _typing(page, item: str, timeout: float = 20) -> str:
+    """The thought of a step being written, once some of it is there."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    script = ("(item) => { const li = document.querySelector(item);"
+              " return li && li.classList.contains('writing') ?"
+              " li.querySelector('.thought').textContent : ''; }")
+    while time.monotonic() < deadline:
+        text = page.evaluate(script, item)
+        if len(text) >= 6:
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"no thought typed into {item}: {page.inner_text('#steps')}")

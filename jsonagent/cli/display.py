@@ -38,6 +38,9 @@ class Display:
         self._label: str | None = None  # what the spinner says when no status overrides it
         self._since = 0.0  # when that began: its seconds go on after a status
         self._model_s = 0.0
+        self._writing: tuple[int, int] | None = None
+        """The step and attempt whose thought is being written on the current line."""
+        self._written = ""
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
 
@@ -81,14 +84,24 @@ class Display:
     def event(self, event: Any) -> None:
         if self.quiet:
             return
+        if isinstance(event, ev.Delta):
+            self._delta(event)
+            return
         self._stop()
         p = self.err.print
         if isinstance(event, ev.ModelCall):
             self._model_s += event.latency_s
-        elif isinstance(event, ev.StepTaken):
+            return  # the thought being written, if any, goes on on its line
+        written = self._end_line()
+        as_written = isinstance(event, ev.StepTaken) and written == (event.step, event.thought)
+        if written is not None and not as_written:
+            p()  # what was written ends here; a repaired step shows its thought again
+        if isinstance(event, ev.StepTaken):
             took = f" [dim](model {self._model_s:.1f} s)[/]" if self.live else ""
             self._model_s = 0.0
-            if event.thought:
+            if as_written:
+                p(took)
+            elif event.thought:
                 p(f"[dim]step {event.step}[/] [italic]{escape(event.thought)}[/]{took}")
             self._call(event.tool, event.args)
         elif isinstance(event, ev.ToolResult):
@@ -110,6 +123,27 @@ class Display:
         elif isinstance(event, ev.JsonModeChange):
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
         self._next(event)
+
+    def _delta(self, delta: Any) -> None:
+        """The thought as it is written, in place of the spinner."""
+        if not isinstance(delta, ev.ThoughtDelta) or not self.live:
+            return
+        if self._writing != (delta.step, delta.attempt):
+            self._stop()
+            if self._end_line() is not None:
+                self.err.print()
+            self._writing, self._written = (delta.step, delta.attempt), ""
+            self.err.print(f"[dim]step {delta.step}[/] ", end="")
+        self._written += delta.text
+        self.err.print(delta.text, style="italic", end="", markup=False, highlight=False)
+
+    def _end_line(self) -> tuple[int, str] | None:
+        """Leave the thought being written, if any: its step and the text written."""
+        if self._writing is None:
+            return None
+        written = (self._writing[0], self._written)
+        self._writing, self._written = None, ""
+        return written
 
     def _next(self, event: Any) -> None:
         """What happens after this event, as a spinner: the model thinks, or a tool runs."""

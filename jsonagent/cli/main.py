@@ -72,7 +72,8 @@ def _agent(opts: RunOptions, display, no_input: bool, transcript: Path | None, n
                             approve=display.approve if live else None,
                             on_event=display.event, on_status=display.status,
                             transcript=transcript,
-                            store=None if no_store else store or default_store())
+                            store=None if no_store else store or default_store(),
+                            deltas=display.live)  # a terminal watches the thought written
 
 
 def _finish(display, result, output: OutputChoice):

@@ -77,9 +77,11 @@ class RunOptions(BaseModel):
         return cls(**values, given=given)
 
     def build_agent(self, ask_human=None, approve=None, on_event=None,
-                    transcript: Path | None = None, store=None, on_status=None):
+                    transcript: Path | None = None, store=None, on_status=None,
+                    deltas: bool = False):
         """`on_status(text | None)` is told what slow thing happens now (a local model
-        loading), and None when it is over."""
+        loading), and None when it is over; with `deltas`, `on_event` gets each reply as
+        it is written."""
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
@@ -98,7 +100,7 @@ class RunOptions(BaseModel):
                               kv_cache=not self.no_kv_cache, on_status=on_status)
         return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
-                     origin=self.recorded())
+                     origin=self.recorded(), deltas=deltas)
 
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:

@@ -29,6 +29,10 @@ class Model(Protocol):
     `stop` lists sequences that end the reply early (not included in the text); a prompt
     style sends them, as ReAct sends `Observation:`.
 
+    `on_delta`, when given, is called with each new piece of the raw text as it is written
+    (from any thread); the pieces add up to the returned text, up to a stop sequence. The
+    reply returned is the same either way. None (nobody is watching) costs nothing.
+
     Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
     and `errors.ModelError` for anything else that is not recoverable.
 
@@ -39,7 +43,8 @@ class Model(Protocol):
     name: str
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
-                 stop: list[str] | None = None) -> ModelReply: ...
+                 stop: list[str] | None = None,
+                 on_delta: Callable[[str], None] | None = None) -> ModelReply: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class Capabilities:
     stops_on_cancel: bool = False
     """A cancel of the run stops its call by itself (see cancel.py), so the loop may wait
     for it in its own thread."""
+    streams: bool = False
+    """`complete` takes `on_delta` (see Model): the reply can be shown as it is written."""
     hooks: tuple = ()
     """Hooks (see hooks.py) the model needs on every run: a replayed script follows the
     run's model calls."""

@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
@@ -74,6 +74,7 @@ class LocalModel:
     """Grammar-constrained decoding is what this backend is for."""
     stops_on_cancel = True
     """A cancelled run's reply stops at the next token."""
+    streams = True
 
     def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None,
                  on_status: OnStatus | None = None):
@@ -154,7 +155,8 @@ class LocalModel:
         return cls(spec, config, on_status)
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
-                 stop: list[str] | None = None) -> ModelReply:
+                 stop: list[str] | None = None,
+                 on_delta: Callable[[str], None] | None = None) -> ModelReply:
         from .decoding import schema_of
 
         try:
@@ -174,11 +176,12 @@ class LocalModel:
             if schema is not None and matcher is None:
                 reused = self._prefill.evaluate(
                     tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens), last=False)
-                text, generated, cut = self._grammar_completion(messages, response_format, budget, stop)
+                text, generated, cut = self._grammar_completion(messages, response_format, budget,
+                                                                stop, on_delta)
             else:
                 reused = self._prefill.evaluate(
                     tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens))
-                text, generated, cut = self._decode(matcher, budget, stop, room)
+                text, generated, cut = self._decode(matcher, budget, stop, room, on_delta)
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
                                                  cached_tokens=reused), cut=cut)
 
@@ -201,14 +204,15 @@ class LocalModel:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def _decode(self, matcher, budget: int, stop: list[str] | None,
-                room: int) -> tuple[str, int, bool]:
+    def _decode(self, matcher, budget: int, stop: list[str] | None, room: int,
+                on_delta: Callable[[str], None] | None = None) -> tuple[str, int, bool]:
         """Our sampling loop; the last token is not evaluated, since nothing reads its logits.
         Near the end of the budget a constrained reply is steered to close (see `closing_pick`),
         so that a model looping inside a string still sends valid JSON; a reply that has run
         away (`runaway`) is steered from there on, not at the cap. What the schema still
         requires then (keys, a tool name, `}`) may run up to CLOSING_RESERVE past the budget,
-        within the context (`room`)."""
+        within the context (`room`). With `on_delta`, each accepted token's text is handed
+        on as it is picked (whole characters only: a token may end inside one)."""
         import numpy as np
 
         from .decoding import CLOSING_RESERVE, Sampler, runaway
@@ -220,6 +224,7 @@ class LocalModel:
         limit = min(budget + CLOSING_RESERVE, room) if matcher is not None else budget
         out: list[int] = []
         ended = False
+        write = _Writer(llm, on_delta) if on_delta is not None else None
         while len(out) < limit:
             if cancel is not None:
                 cancel.check()
@@ -228,6 +233,8 @@ class LocalModel:
                 if forced:
                     matcher.consume(forced)
                     out += forced
+                    if write is not None:
+                        write(forced)
                     if matcher.finished() or _stopped(llm, out, stop):
                         ended = True
                         break
@@ -248,6 +255,8 @@ class LocalModel:
                 ended = True
                 break
             out.append(token)
+            if write is not None:
+                write([token])
             if matcher is not None:
                 matcher.consume([token])
                 if matcher.finished():
@@ -285,7 +294,9 @@ class LocalModel:
             self._guide_ready.set()
 
     def _grammar_completion(self, messages: list[Message], response_format: dict, budget: int,
-                            stop: list[str] | None) -> tuple[str, int, bool]:
+                            stop: list[str] | None,
+                            on_delta: Callable[[str], None] | None = None
+                            ) -> tuple[str, int, bool]:
         """Today's path: llama-cpp-python's own loop under a GBNF grammar from the schema."""
         from .decoding import schema_of
 
@@ -310,7 +321,10 @@ class LocalModel:
                     chunks.close()
                     cancel.check()
                 choice = chunk["choices"][0]
-                pieces.append(choice["delta"].get("content") or "")
+                piece = choice["delta"].get("content") or ""
+                pieces.append(piece)
+                if piece and on_delta is not None:
+                    on_delta(piece)
                 finish = choice.get("finish_reason") or finish
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
@@ -325,6 +339,22 @@ class LocalModel:
             except Exception as exc:  # the converter raises bare errors on schemas it cannot express
                 raise ResponseFormatRejected(f"{self.name}: cannot turn the schema into a grammar: {exc}") from None
         return self._grammars[key]
+
+
+class _Writer:
+    """Tokens in, their text handed on: bytes that end inside a character wait for the rest."""
+
+    def __init__(self, llm, on_delta: Callable[[str], None]):
+        import codecs
+
+        self._llm, self._on_delta = llm, on_delta
+        # as the whole reply is decoded (`_decode`), so the pieces add up to its text
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+
+    def __call__(self, tokens: list[int]) -> None:
+        text = self._decoder.decode(self._llm.detokenize(tokens))
+        if text:
+            self._on_delta(text)
 
 
 def _stopped(llm, out: list[int], stop: list[str] | None) -> bool:

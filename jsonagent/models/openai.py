@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+from typing import Callable
 
 from ..cancel import watching
 from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected
 from . import Message, ModelReply, Usage
+
+log = logging.getLogger("jsonagent.models")
 
 _FORMAT_STATUSES = {400, 415, 422}
 # Words servers use when they refuse a response_format (OpenAI, vLLM, llama.cpp, Ollama).
@@ -18,6 +22,7 @@ _FORMAT_WORDS = ("format", "schema", "json", "grammar", "guided", "structured")
 class OpenAIModel:
     default_json_mode = "object"
     stops_on_cancel = True  # a cancel cancels the request, closing its connection
+    streams = True
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None,
@@ -48,9 +53,13 @@ class OpenAIModel:
         # Once "json_schema" is refused, send the schema as {"type": "json_object", "schema": ...},
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
         self._schema_as_json_object = False
+        self._streams = True
+        self._said_no_usage = False
+        """False once the endpoint refused a streamed request: one fallback, said once."""
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
-                 stop: list[str] | None = None) -> ModelReply:
+                 stop: list[str] | None = None,
+                 on_delta: Callable[[str], None] | None = None) -> ModelReply:
         kwargs = {"model": self.name, "messages": messages}
         if stop:
             kwargs["stop"] = stop
@@ -60,14 +69,21 @@ class OpenAIModel:
             kwargs["temperature"] = self.temperature
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
+        streamed = on_delta is not None and self._streams
         try:
-            resp = self._request(kwargs)
+            text, u, finish = self._request(self._streamed(kwargs, on_delta) if streamed
+                                            else self._whole(kwargs))
         except self._openai.APIStatusError as exc:
             detail = _detail(exc)
+            if streamed and _refuses_streaming(exc.status_code, detail):
+                self._streams = False  # said once, remembered: the rest come whole
+                log.warning("%s refused a streamed request (%s %s); asking for whole replies "
+                            "from now on", self.base_url, exc.status_code, detail)
+                return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
             if response_format is not None and _refuses_format(exc.status_code, detail):
                 if response_format["type"] == "json_schema" and not self._schema_as_json_object:
                     self._schema_as_json_object = True  # the same schema, in the other dialect
-                    return self.complete(messages, response_format, stop=stop)
+                    return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
             raise ModelError(self._explain(exc.status_code, detail)) from None
@@ -75,17 +91,55 @@ class OpenAIModel:
             raise ModelError(f"{self.base_url} timed out (after retries)") from None
         except self._openai.APIConnectionError as exc:
             raise ModelError(f"cannot reach {self.base_url}: {exc.__cause__ or exc}") from None
-        if not resp.choices:
-            raise ModelError(f"{self.base_url} returned no choices")
-        text = resp.choices[0].message.content or ""
-        u = resp.usage
+        if on_delta is not None and not streamed and text:
+            on_delta(text)  # a whole reply is its own only piece
         cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", None) or 0
         usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
                       completion_tokens=getattr(u, "completion_tokens", 0) or 0,
                       cached_tokens=cached)
-        return ModelReply(text=text, usage=usage, cut=resp.choices[0].finish_reason == "length")
+        return ModelReply(text=text, usage=usage, cut=finish == "length")
 
-    def _request(self, kwargs: dict):
+    async def _whole(self, kwargs: dict) -> tuple[str, object, str | None]:
+        resp = await self._client.chat.completions.create(**kwargs)
+        if not resp.choices:
+            raise ModelError(f"{self.base_url} returned no choices")
+        choice = resp.choices[0]
+        return choice.message.content or "", resp.usage, choice.finish_reason
+
+    async def _streamed(self, kwargs: dict, on_delta: Callable[[str], None]
+                        ) -> tuple[str, object, str | None]:
+        """The reply as it is written; the usage comes in the last chunk, so it stays exact.
+        Cancelling the task (a cancel of the run) closes the stream and its connection."""
+        stream = await self._client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True})
+        pieces: list[str] = []
+        usage, finish, chosen = None, None, False
+        try:
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                if not chunk.choices:
+                    continue
+                chosen = True
+                choice = chunk.choices[0]
+                finish = choice.finish_reason or finish
+                piece = choice.delta.content if choice.delta is not None else None
+                if piece:
+                    pieces.append(piece)
+                    on_delta(piece)
+        finally:
+            await stream.close()
+        if not chosen:
+            raise ModelError(f"{self.base_url} returned no choices")
+        if usage is None and not self._said_no_usage:
+            # llama-cpp-python's server ignores stream_options: the live text is worth more
+            # than the counts, but nobody may take the missing counts for zero tokens
+            self._said_no_usage = True
+            log.warning("%s sends no token usage in streamed replies (it ignores "
+                        "stream_options.include_usage): their usage is not counted",
+                        self.base_url)
+        return "".join(pieces), usage, finish
+
+    def _request(self, coroutine):
         import asyncio
         import concurrent.futures
 
@@ -94,8 +148,7 @@ class OpenAIModel:
                 self._loop = asyncio.new_event_loop()
                 threading.Thread(target=self._loop.run_forever, daemon=True,
                                  name=f"openai {self.name}").start()
-        future = asyncio.run_coroutine_threadsafe(
-            self._client.chat.completions.create(**kwargs), self._loop)
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         with watching(future.cancel):
             try:
                 return future.result()
@@ -121,6 +174,12 @@ class OpenAIModel:
         if status >= 500:
             hint = "server error, still after retries"
         return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
+
+
+def _refuses_streaming(status: int, detail: str) -> bool:
+    """The endpoint refused `stream` (or `stream_options`): a client error naming it."""
+    return 400 <= status < 500 and status not in (401, 403, 404, 429) and "stream" in detail.lower() \
+        or status == 501
 
 
 def _refuses_format(status: int, detail: str) -> bool:

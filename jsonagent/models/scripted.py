@@ -25,13 +25,18 @@ class ScriptedModel:
     `scripted:FILE` gives), each run picks its reply from the number of model calls it has
     already made, so every run starts at the first reply and a resumed run goes on where
     it stopped, in any process.
+
+    Streamed (`on_delta`), a reply is written in pieces of `chunk` characters, `delay`
+    seconds apart, so that tests can watch a step being written.
     """
 
     default_json_mode = "object"
+    streams = True
 
     def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted",
-                 replay: bool = False):
+                 replay: bool = False, chunk: int = 16, delay: float = 0.0):
         self.name = name
+        self.chunk, self.delay = max(1, int(chunk)), delay
         self._fn = replies if callable(replies) else None
         self._queue: list[Reply] = [] if callable(replies) else [_text(r) for r in replies]
         self._replay = replay
@@ -42,7 +47,8 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "ScriptedModel":
-        """A JSON list of raw reply strings (objects are allowed and sent as JSON)."""
+        """A JSON list of raw reply strings (objects are allowed and sent as JSON), or
+        `{"replies": [...], "chunk": 4, "delay": 0.1}` to write them slowly when streamed."""
         if not str(path):
             raise ConfigError("scripted: needs a file, as in scripted:replies.json")
         text = read_text(path, ConfigError, "script")
@@ -50,9 +56,14 @@ class ScriptedModel:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        writing = {}
+        if isinstance(data, dict) and isinstance(data.get("replies"), list):
+            writing = {k: data[k] for k in ("chunk", "delay") if isinstance(data.get(k), (int, float))}
+            data = data["replies"]
         if not isinstance(data, list):
-            raise ConfigError(f"{path}: a script is a JSON list of replies")
-        return cls(data, name=f"scripted:{path}", replay=True)
+            raise ConfigError(f"{path}: a script is a JSON list of replies, or an object "
+                              "with one under \"replies\"")
+        return cls(data, name=f"scripted:{path}", replay=True, **writing)
 
     def enqueue(self, *replies: Reply) -> None:
         self._queue.extend(_text(r) for r in replies)
@@ -68,7 +79,8 @@ class ScriptedModel:
         self._position = state.stats.model_calls
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
-                 stop: list[str] | None = None) -> ModelReply:
+                 stop: list[str] | None = None,
+                 on_delta: Callable[[str], None] | None = None) -> ModelReply:
         self.requests.append({"messages": list(messages),
                               "response_format": response_format, "stop": stop})
         if self._fn is not None:
@@ -84,11 +96,30 @@ class ScriptedModel:
         if isinstance(reply, BaseException):
             raise reply
         if isinstance(reply, ModelReply):
+            self._write(reply.text, on_delta)
             return reply
         text = _text(reply)
+        self._write(text, on_delta)
         prompt = sum(len(str(m.get("content", ""))) for m in messages) // 4
         return ModelReply(text=text, usage={"prompt_tokens": prompt,
                                             "completion_tokens": len(text) // 4})
+
+
+    def _write(self, text: str, on_delta: Callable[[str], None] | None) -> None:
+        if on_delta is None:
+            return
+        import time
+
+        from ..cancel import current
+
+        cancel = current()
+        for at in range(0, len(text), self.chunk):
+            if at and self.delay:
+                if cancel is not None and cancel.wait(self.delay):
+                    cancel.check()
+                elif cancel is None:
+                    time.sleep(self.delay)
+            on_delta(text[at:at + self.chunk])
 
 
 def _text(reply: Reply) -> Reply:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers import new_task, new_text_part
@@ -26,8 +27,10 @@ from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
 
 from ..errors import Conflict, SessionBusy, Unknown
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from ..events import ThoughtDelta
 from .a2a_tasks import StoredTasks, remember_run, run_of
-from .wakeups import until_news
+from .live import until_either
+from .wakeups import LOOK_ANYWAY_S
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 RPC_PATH = "/a2a"
+PARTIAL_EVERY_S = 0.25
+"""How often, at most, a task is told the thought written so far."""
 YES = {"yes", "y", "approve", "approved", "ok", "allow", "true"}
 
 
@@ -93,12 +98,21 @@ class RunExecutor(AgentExecutor):
         return info.last_run if info is not None and info.last_status == NEEDS_HUMAN else None
 
     async def _follow(self, run_id: str, after: int, updater: TaskUpdater) -> None:
-        """Map the run's events onto the task until it ends or waits for a person."""
+        """Map the run's events onto the task until it ends or waits for a person. While a
+        step is written, its thought so far goes out as a working status, at most every
+        PARTIAL_EVERY_S; the step's own status then carries the whole thought."""
         store = self.runner.store
-        with self.app_state.wakeups.follow(run_id) as news:
+        writing: dict[tuple[str, int, int], str] = {}
+        sent = 0.0
+        with self.app_state.wakeups.follow(run_id) as news, \
+                self.runner.live.follow(run_id) as live:
+            look = True
             while not self.runner.stopping.is_set():
-                news.clear()
-                for event in await asyncio.to_thread(store.events, run_id, None, after):
+                batch = []
+                if look:  # stored events first: a delta is written after them
+                    news.clear()
+                    batch = await asyncio.to_thread(store.events, run_id, None, after)
+                for event in batch:
                     after = event["seq"]
                     if event["type"] == "step":
                         line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
@@ -107,7 +121,17 @@ class RunExecutor(AgentExecutor):
                     elif event["type"] == "run_end":
                         await self._end(run_id, event, updater)
                         return
-                await until_news(news)
+                for delta in live.take():
+                    if isinstance(delta, ThoughtDelta):
+                        key = (delta.run_id, delta.step, delta.attempt)
+                        writing[key] = writing.get(key, "") + delta.text
+                        if time.monotonic() - sent >= PARTIAL_EVERY_S:
+                            # each status message goes into the task's history: not per token
+                            sent = time.monotonic()
+                            message = updater.new_agent_message([new_text_part(writing[key])])
+                            await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+                await until_either(news, live.ready, LOOK_ANYWAY_S)
+                look = news.is_set() or not live.ready.is_set()
 
     async def _end(self, run_id: str, event: dict, updater: TaskUpdater) -> None:
         def say(text: str):

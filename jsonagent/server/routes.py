@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import nullcontext
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -15,7 +16,8 @@ from ..session import NAME_MAX
 from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
 from .shapes import RespondIn, RunIn, error, run_view, session_view
-from .wakeups import until_news
+from .live import until_either
+from .wakeups import LOOK_ANYWAY_S, until_news
 
 STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
 """The store's statuses behind each of the server's: a server's run whose process died is
@@ -87,7 +89,8 @@ def cancel(run_id: str, runner: Runs) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}/events")
 async def events(run_id: str, request: Request, runner: Runs,
-                 last_event_id: str | None = Header(None, alias="Last-Event-ID")):
+                 last_event_id: str | None = Header(None, alias="Last-Event-ID"),
+                 deltas: bool = False):
     from sse_starlette.sse import EventSourceResponse
 
     await asyncio.to_thread(runner.get, run_id)  # 404 before the stream starts
@@ -97,31 +100,47 @@ async def events(run_id: str, request: Request, runner: Runs,
         after = -1
     if not 0 <= after <= MAX_SEQ:
         return error(422, f"Last-Event-ID: an event number from 0 to {MAX_SEQ}")
-    return EventSourceResponse(_stream(runner, run_id, after, request), ping=10)
+    stream = _stream(runner, run_id, after, request, deltas)
+    return EventSourceResponse(stream, ping=10)
 
 
-async def _stream(runner: Runner, run_id: str, after: int, request: Request):
+async def _stream(runner: Runner, run_id: str, after: int, request: Request, deltas: bool):
     """Every event after `after`, as it is recorded; the stream ends with the run (a pause
-    is not an end). Between looks it sleeps until the store says the run has news."""
+    is not an end). Between looks it sleeps until the store says the run has news.
+
+    With `deltas`, the reply being written comes too, as delta events without an id, so
+    `Last-Event-ID` still counts stored events only; they come from this process (live.py)
+    and are never read back from the store."""
     store = runner.store
-    with request.app.state.wakeups.follow(run_id) as news:
+    with request.app.state.wakeups.follow(run_id) as news, \
+            (runner.live.follow(run_id) if deltas else nullcontext()) as live:
+        look = True
         while not runner.stopping.is_set():
-            news.clear()
-            batch = await asyncio.to_thread(store.events, run_id, None, after)
+            batch = []
+            if look:  # stored events first: a delta is written after them
+                news.clear()
+                batch = await asyncio.to_thread(store.events, run_id, None, after)
             for event in batch:
                 after = event["seq"]
                 yield {"id": str(event["seq"]), "event": event["type"],
                        "data": json.dumps(event, ensure_ascii=False)}
                 if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
                     return
-            if not batch:
+            for delta in live.take() if live is not None else ():
+                yield {"event": delta.type, "data": delta.to_json()}
+            if look and not batch:
                 info = await asyncio.to_thread(runner.get, run_id)
                 if public_status(info) in SERVER_FINAL and not \
                         await asyncio.to_thread(store.events, run_id, None, after):
                     return
                 if await request.is_disconnected():
                     return
+            if live is None:
                 await until_news(news)
+            else:
+                await until_either(news, live.ready, LOOK_ANYWAY_S)
+            # a look at the store unless only a delta came (a timeout looks too)
+            look = news.is_set() or live is None or not live.ready.is_set()
 
 
 @router.get("/sessions")

@@ -17,9 +17,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, Conflict, SessionBusy, StoreDown, Unknown
+from ..events import Delta
 from ..session import Session
 from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
                       server_status)
+from .live import Live
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -58,6 +60,8 @@ class Runner:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._unlisten: Callable[[], None] | None = None
+        self.live = Live()
+        """The deltas of the runs driven here, for the streams following them now."""
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -195,9 +199,14 @@ class Runner:
             self._active[run_id] = session
         decision = (info.decision or {}) if info.state.pending is not None else {}
         try:
+            # a reply is streamed only while a client follows the run (on this node)
             events = session.iter_claimed(info.state, decision.get("answer"),
-                                          decision.get("approve"), decision.get("reason"))
+                                          decision.get("approve"), decision.get("reason"),
+                                          deltas=lambda: self.live.watched(run_id))
             for event in events:
+                if isinstance(event, Delta):
+                    self.live.publish(run_id, event)
+                    continue
                 if self.stopping.is_set() and event.type in SAFE_STOPS:
                     events.close()  # the row stays running; the next start takes it over
                     break

@@ -38,7 +38,8 @@ function stepItem(step) {
   }
   li.querySelector(".thought").textContent = step.thought || "";
   const tool = li.querySelector(".tool");
-  tool.replaceChildren(el("code", null, step.tool), document.createTextNode(" " + show(step.args || {})));
+  if (step.tool) tool.replaceChildren(el("code", null, step.tool), document.createTextNode(" " + show(step.args || {})));
+  else tool.replaceChildren();
   if (step.observation !== undefined && step.observation !== null) {
     li.querySelector(".observation").textContent = show(step.observation);
   }
@@ -78,9 +79,27 @@ function finish(run) {
     ? show(run.answer) : (run.error || run.status);
 }
 
+// The thought as the model writes it: typed into the step's item, which the step event then
+// fills in for good (its thought is the one the reply was read as, repaired or not).
+function onDelta(event) {
+  let li = document.querySelector(`#steps li[data-step="${event.step}"]`);
+  if (!li) li = stepItem({index: event.step, thought: "", tool: "", args: {}});
+  if (li.dataset.attempt !== String(event.attempt)) {  // a re-ask writes the step again
+    li.dataset.attempt = String(event.attempt);
+    li.querySelector(".thought").textContent = "";
+  }
+  li.classList.add("writing");
+  if (event.type === "thought_delta") li.querySelector(".thought").textContent += event.text;
+  if (event.type === "tool_name") li.querySelector(".tool").replaceChildren(el("code", null, event.name));
+}
+
 function onEvent(event) {
   const steps = current.steps;
-  if (event.type === "step") {
+  if (event.type === "thought_delta" || event.type === "tool_name") {
+    onDelta(event);
+  } else if (event.type === "step") {
+    const li = document.querySelector(`#steps li[data-step="${event.step}"]`);
+    if (li) li.classList.remove("writing");
     stepItem({index: event.step, thought: event.thought, tool: event.tool, args: event.args});
   } else if (event.type === "tool_result") {
     stepItem({index: event.step, thought: (steps[event.step - 1] || {}).thought,
@@ -104,7 +123,8 @@ async function follow(runId) {
     try {
       const headers = {Accept: "text/event-stream"};
       if (last) headers["Last-Event-ID"] = String(last);
-      const response = await api(`/v1/runs/${runId}/events`, {headers, signal: controller.signal});
+      // deltas: the thought as it is written (they carry no id, so `last` counts stored events)
+      const response = await api(`/v1/runs/${runId}/events?deltas=true`, {headers, signal: controller.signal});
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
       for (;;) {

@@ -1,0 +1,89 @@
+"""Deltas of the runs this process drives, handed to whoever follows them right now.
+
+Deltas are live only (see events.Delta): the store never sees them, so a stream gets them
+from here, beside the stored events it reads from the store. A run's replies are streamed
+only while someone follows it (`watched`), asked before each model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Iterator
+
+from ..events import ArgsDelta, Delta, ThoughtDelta
+
+
+class Follower:
+    """One stream's inbox of deltas, on its event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.ready = asyncio.Event()
+        self._items: deque[Delta] = deque()
+
+    def put(self, delta: Delta) -> None:  # any thread
+        self.loop.call_soon_threadsafe(self._put, delta)
+
+    def _put(self, delta: Delta) -> None:
+        self._items.append(delta)
+        self.ready.set()
+
+    def take(self) -> list[Delta]:
+        """What came since the last look, with the pieces of one text joined: a slow reader
+        gets fewer, larger deltas, never more of them than the model wrote."""
+        self.ready.clear()
+        out: list[Delta] = []
+        while self._items:
+            delta = self._items.popleft()
+            last = out[-1] if out else None
+            if isinstance(delta, (ThoughtDelta, ArgsDelta)) and type(last) is type(delta) \
+                    and (last.run_id, last.step, last.attempt) == \
+                    (delta.run_id, delta.step, delta.attempt):
+                out[-1] = replace(last, text=last.text + delta.text)
+            else:
+                out.append(delta)
+        return out
+
+
+class Live:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followers: dict[str, set[Follower]] = {}
+
+    def watched(self, run_id: str) -> bool:
+        return bool(self._followers.get(run_id))
+
+    def publish(self, run_id: str, delta: Delta) -> None:
+        """A delta of the run `run_id` drives (a sub-run's keeps its own ids)."""
+        with self._lock:
+            followers = list(self._followers.get(run_id, ()))
+        for follower in followers:
+            follower.put(delta)
+
+    @contextmanager
+    def follow(self, run_id: str) -> Iterator[Follower]:
+        follower = Follower(asyncio.get_running_loop())
+        with self._lock:
+            self._followers.setdefault(run_id, set()).add(follower)
+        try:
+            yield follower
+        finally:
+            with self._lock:
+                followers = self._followers.get(run_id, set())
+                followers.discard(follower)
+                if not followers:
+                    self._followers.pop(run_id, None)
+
+
+async def until_either(news: asyncio.Event, ready: asyncio.Event, timeout: float) -> None:
+    """Sleep until the store has news, a delta came, or `timeout` passed."""
+    waits = [asyncio.ensure_future(news.wait()), asyncio.ensure_future(ready.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

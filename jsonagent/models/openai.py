@@ -93,10 +93,14 @@ class OpenAIModel:
             raise ModelError(f"cannot reach {self.base_url}: {exc.__cause__ or exc}") from None
         if on_delta is not None and not streamed and text:
             on_delta(text)  # a whole reply is its own only piece
-        cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", None) or 0
-        usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                      completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-                      cached_tokens=cached)
+        if isinstance(u, Usage):
+            usage = u
+        else:
+            cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens",
+                             None) or 0
+            usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                          completion_tokens=getattr(u, "completion_tokens", 0) or 0,
+                          cached_tokens=cached)
         return ModelReply(text=text, usage=usage, cut=finish == "length")
 
     async def _whole(self, kwargs: dict) -> tuple[str, object, str | None]:
@@ -113,7 +117,7 @@ class OpenAIModel:
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True})
         pieces: list[str] = []
-        usage, finish, chosen = None, None, False
+        usage, finish, chosen, tokens = None, None, False, 0
         try:
             async for chunk in stream:
                 usage = chunk.usage or usage
@@ -123,6 +127,8 @@ class OpenAIModel:
                 choice = chunk.choices[0]
                 finish = choice.finish_reason or finish
                 piece = choice.delta.content if choice.delta is not None else None
+                if piece is not None:
+                    tokens += 1  # a server without usage in streams sends a token a chunk
                 if piece:
                     pieces.append(piece)
                     on_delta(piece)
@@ -130,14 +136,23 @@ class OpenAIModel:
             await stream.close()
         if not chosen:
             raise ModelError(f"{self.base_url} returned no choices")
-        if usage is None and not self._said_no_usage:
-            # llama-cpp-python's server ignores stream_options: the live text is worth more
-            # than the counts, but nobody may take the missing counts for zero tokens
+        if usage is None:
+            usage = await self._counted_afterwards(kwargs, tokens)
+        return "".join(pieces), usage, finish
+
+    async def _counted_afterwards(self, kwargs: dict, tokens: int) -> Usage:
+        """The usage of a streamed reply from a server that ignores include_usage (llama-cpp-
+        python's): the reply's tokens are its chunks, and the prompt's come exact from a
+        one-token request on the same messages, which the server answers from the prompt it
+        has just read (llama.cpp keeps it)."""
+        if not self._said_no_usage:
             self._said_no_usage = True
             log.warning("%s sends no token usage in streamed replies (it ignores "
-                        "stream_options.include_usage): their usage is not counted",
-                        self.base_url)
-        return "".join(pieces), usage, finish
+                        "stream_options.include_usage): counting them with one more short "
+                        "request a reply", self.base_url)
+        probe = await self._client.chat.completions.create(**{**kwargs, "max_tokens": 1})
+        return Usage(prompt_tokens=getattr(probe.usage, "prompt_tokens", 0) or 0,
+                     completion_tokens=tokens)
 
     def _request(self, coroutine):
         import asyncio

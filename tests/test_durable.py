@@ -286,7 +286,7 @@ def test_store_migrates_an_empty_file_and_reopens(tmp_path):
     store.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT version, name FROM _jsonagent_migrations").fetchall() == [
-        (1, "_m001_initial"), (2, "_m002_served_runs")]
+        (1, "_m001_initial"), (2, "_m002_served_runs"), (3, "_m003_sub_runs")]
     assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     again = open_store(path)
     assert again.sessions() == []

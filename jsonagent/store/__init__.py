@@ -71,6 +71,10 @@ class RunInfo:
     """It was running and its process died (its status says interrupted)."""
     decision: dict[str, Any] | None = None
     """A person's answer or approval, queued for a worker (`decide`)."""
+    parent_run_id: str | None = None
+    """The run whose tool started this one (an agent used as a tool); None at the top."""
+    depth: int = 0
+    """0 at the top of a tree of runs; a sub-run's parent's depth + 1."""
 
 
 @dataclass
@@ -117,6 +121,9 @@ class Store(Protocol):
     def load_run(self, run_id: str) -> RunInfo: ...
 
     def last_run(self, session_id: str) -> RunState | None: ...
+
+    def sub_runs(self, run_id: str) -> list[RunInfo]:
+        """The runs started by `run_id`'s tools (agents used as tools), oldest first."""
 
     def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
              limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]: ...

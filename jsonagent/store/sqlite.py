@@ -159,10 +159,12 @@ class SQLiteStore:
             last = RunState.model_validate_json(rows[0][4]) if rows else None
             state = build(last)
             now = time.time()
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            db.execute("INSERT INTO runs (id, session_id, status, question, created_at, "
+                       "updated_at, owner, heartbeat_at, state, served, decision, "
+                       "parent_run_id, depth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
                        (state.run_id, session_id, QUEUED if queued else state.status,
                         state.question, now, now, json.dumps(self.me.__dict__), now,
-                        state.model_dump_json(), int(queued)))
+                        state.model_dump_json(), int(queued), state.parent_run_id, state.depth))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return state
 
@@ -268,6 +270,11 @@ class SQLiteStore:
         infos = [i for i in map(self._info, self._read(sql, tuple(args))) if i.status in wanted]
         return infos[offset:offset + limit]
 
+    def sub_runs(self, run_id: str) -> list[RunInfo]:
+        rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
+                          "WHERE r.parent_run_id = ? ORDER BY r.created_at, r.rowid", (run_id,))
+        return [self._info(r) for r in rows]
+
     def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
         """Queue a waiting run again with a person's decision; False when it no longer
         waits (each decision is taken once)."""
@@ -317,7 +324,8 @@ class SQLiteStore:
                        status=status, question=row["question"], created_at=row["created_at"],
                        updated_at=row["updated_at"], state=state, served=bool(row["served"]),
                        orphaned=orphaned != status,
-                       decision=json.loads(row["decision"]) if row["decision"] else None)
+                       decision=json.loads(row["decision"]) if row["decision"] else None,
+                       parent_run_id=row["parent_run_id"], depth=row["depth"])
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]:

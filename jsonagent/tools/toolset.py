@@ -15,7 +15,7 @@ from ..errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
 from .tool import Tool, context_param, tool
 
-ToolLike = Any  # Tool | ToolSpec | MCPServer | callable | str | Path, or an iterable of them
+ToolLike = Any  # Tool | ToolSpec | MCPServer | A2AAgent | callable | str | Path, or an iterable of them
 
 
 def default_tools_path() -> Path:
@@ -135,6 +135,7 @@ def spec_files(path: str | Path) -> list[Path]:
 
 
 def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
+    from .a2a import A2AAgent
     from .mcp import MCPServer
 
     if isinstance(items, Toolset):
@@ -146,6 +147,8 @@ def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
     elif isinstance(items, MCPServer):
         if not items.is_open:
             sources.append(items)  # opened here, so closed by this toolset
+        yield from items.open()
+    elif isinstance(items, A2AAgent):
         yield from items.open()
     elif isinstance(items, (str, Path)):
         for file in spec_files(items):
@@ -166,9 +169,12 @@ def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
 
 def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
     """Attach the implementation: the spec's own handler, else the built-in of that name."""
+    from .agents import bind_agent, is_agent_handler
     from .handlers import bind
 
-    if spec.handler:
+    if is_agent_handler(spec.handler):
+        fn = bind_agent(spec, base)
+    elif spec.handler:
         fn = bind(spec, base)
     elif spec.name in BUILTINS:
         fn = BUILTINS[spec.name]

@@ -14,7 +14,7 @@ from ..errors import Unknown
 from ..session import NAME_MAX
 from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
-from .shapes import RespondIn, RunIn, error, run_view, session_view
+from .shapes import RespondIn, RunIn, error, run_view, session_view, tree_view
 from .wakeups import until_news
 
 STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
@@ -65,7 +65,7 @@ def list_runs(runner: Runs,
 
 @router.get("/runs/{run_id}")
 def get_run(run_id: str, runner: Runs) -> dict[str, Any]:
-    return run_view(runner.get(run_id))
+    return tree_view(runner.store, runner.get(run_id))
 
 
 @router.post("/runs/{run_id}/respond", status_code=202)

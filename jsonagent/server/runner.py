@@ -123,13 +123,21 @@ class Runner:
             if active is None:
                 idle = (QUEUED, NEEDS_HUMAN)
                 if self.store.end_run(run_id, INTERRUPTED, "cancelled", idle):
+                    self._end_sub_runs(run_id)
                     return
                 if self.get(run_id).orphaned:
                     self.store.end_run(run_id, INTERRUPTED, "cancelled", (RUNNING,))
                     return
                 raise Conflict(f"run {run_id} is running in another process; stop it there")
         active.cancel()
-        self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,))  # paused just now
+        if self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):  # paused just now
+            self._end_sub_runs(run_id)
+
+    def _end_sub_runs(self, run_id: str) -> None:
+        """A paused tree is cancelled as a whole: its waiting sub-runs end with it."""
+        for sub in self.store.sub_runs(run_id):
+            if self.store.end_run(sub.id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):
+                self._end_sub_runs(sub.id)
 
     # -- workers ------------------------------------------------------------------------------
 

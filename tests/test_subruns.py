@@ -209,3 +209,47 @@ def test_a_store_from_before_sub_runs_migrates_and_its_events_still_read(tmp_pat
     events = [ev.reader().validate_python(e) for e in store.events(run.run_id)]
     assert events[0].type == "run_start" and events[0].depth == 0
     assert events[0].parent_run_id is None and store.sub_runs(run.run_id) == []
+
+
+def test_a_served_tree_streams_its_sub_run_and_is_answered_after_a_restart(tmp_path):
+    import httpx
+
+    from test_server import Server, read_sse
+
+    (tmp_path / "sub.json").write_text(json.dumps(
+        [step("AskHumanHelpTool", {"question": "Which city?"}),
+         step("TaskCompleteTool", {"output": "sunny in Oslo"})]))
+    (tmp_path / "subagents.py").write_text(SUBAGENTS.format(script=tmp_path / "sub.json"))
+    (tmp_path / "helper.json").write_text(json.dumps([{
+        "name": "helper", "description": "Finds the weather.", "handler": {"agent": "subagents:helper"},
+        "parameters": {"type": "object", "properties": {"task": {"type": "string"}},
+                       "required": ["task"]}}]))
+    server = Server(tmp_path, [step("helper", {"task": "weather?"}), DONE],
+                    "--tools", str(tmp_path / "helper.json"))
+    try:
+        server.start()
+        run_id = server.create(input="What is the weather?")["id"]
+        with httpx.Client(base_url=server.url, timeout=20) as c, \
+                c.stream("GET", f"/v1/runs/{run_id}/events") as response:
+            events = read_sse(response, until=lambda e: e["type"] == "run_end"
+                              and e["depth"] == 0)
+        sub = [e["data"] for e in events if e["data"]["depth"] == 1]
+        assert [e["type"] for e in sub] == ["run_start", "model_reply", "step", "run_end"]
+        assert all("id" not in e for e in events if e["data"]["depth"] == 1)
+        waiting = server.wait(run_id, "requires_action")
+        path = waiting["required_action"]["path"]
+        assert waiting["required_action"]["question"] == "Which city?" and path[0] == run_id
+        assert waiting["sub_runs"][0]["id"] == path[1]
+        assert waiting["sub_runs"][0]["status"] == "requires_action"
+        server.kill()
+        server.start()  # the answer goes down the tree after a restart too
+        with server.client as c:
+            assert c.post(f"/v1/runs/{run_id}/respond", json={"answer": "Oslo"}).status_code == 202
+        done = server.wait(run_id, "completed")
+        assert done["steps"][0]["observation"] == "sunny in Oslo"
+        [child] = done["sub_runs"]
+        assert (child["status"], child["depth"], child["parent_run_id"]) == \
+            ("completed", 1, run_id)
+        assert child["steps"][0]["observation"] == "Oslo"
+    finally:
+        server.kill()

@@ -38,6 +38,7 @@ class Display:
         self._label: str | None = None  # what the spinner says when no status overrides it
         self._since = 0.0  # when that began: its seconds go on after a status
         self._model_s = 0.0
+        self._pad = ""  # the indent of the current event's run in the tree of runs
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
 
@@ -82,7 +83,13 @@ class Display:
         if self.quiet:
             return
         self._stop()
-        p = self.err.print
+        # a sub-run's events (an agent used as a tool) are indented under the call
+        self._pad = "  │ " * event.depth
+        p = self._print
+        if isinstance(event, ev.RunStart) and event.depth:
+            p(f"[dim]↳ sub-run {event.run_id}:[/] {escape(_brief({'task': event.question}))}")
+        elif isinstance(event, ev.RunEnd) and event.depth:
+            p(f"[dim]↳ sub-run {event.status}[/]")
         if isinstance(event, ev.ModelCall):
             self._model_s += event.latency_s
         elif isinstance(event, ev.StepTaken):
@@ -111,6 +118,9 @@ class Display:
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
         self._next(event)
 
+    def _print(self, text: Any, **kwargs: Any) -> None:
+        self.err.print(self._pad + text if isinstance(text, str) else text, **kwargs)
+
     def _next(self, event: Any) -> None:
         """What happens after this event, as a spinner: the model thinks, or a tool runs."""
         if isinstance(event, ev.RunStart):
@@ -129,13 +139,13 @@ class Display:
         blocks = {k: v for k, v in args.items() if isinstance(v, str) and "\n" in v} \
             if self.live else {}
         inline = {k: v for k, v in args.items() if k not in blocks}
-        self.err.print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
+        self._print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
         for name, text in blocks.items():
             from rich.syntax import Syntax
 
             lexer = "python" if name == "code" or tool == "CodeInterpreterTool" else "text"
-            self.err.print(f"    [dim]{escape(name)}:[/]")
-            self.err.print(Syntax(text, lexer, theme="ansi_dark", line_numbers=False,
+            self._print(f"    [dim]{escape(name)}:[/]")
+            self._print(Syntax(text, lexer, theme="ansi_dark", line_numbers=False,
                                   background_color="default", padding=(0, 4)))
 
     def _fold(self, observation: Any) -> str:

@@ -102,9 +102,14 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request):
     """Every event after `after`, as it is recorded; the stream ends with the run (a pause
     is not an end). Between looks it sleeps until the store says the run has news."""
     store = runner.store
+    subs: dict[str, int] = {}
     with request.app.state.wakeups.follow(run_id) as news:
         while not runner.stopping.is_set():
             news.clear()
+            # its sub-runs' events first (they happen inside its step), marked with their own
+            # run ids; without an id, as `Last-Event-ID` counts this run's events only
+            for event in await asyncio.to_thread(_sub_events, store, run_id, subs):
+                yield {"event": event["type"], "data": json.dumps(event, ensure_ascii=False)}
             batch = await asyncio.to_thread(store.events, run_id, None, after)
             for event in batch:
                 after = event["seq"]
@@ -120,6 +125,17 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request):
                 if await request.is_disconnected():
                     return
                 await until_news(news)
+
+
+def _sub_events(store: Any, run_id: str, seen: dict[str, int]) -> list[dict[str, Any]]:
+    """The new events of every run below `run_id`; `seen` keeps each one's last number."""
+    events = []
+    for sub in store.sub_runs(run_id):
+        batch = store.events(sub.id, None, seen.get(sub.id, 0))
+        if batch:
+            seen[sub.id] = batch[-1]["seq"]
+        events += batch + _sub_events(store, sub.id, seen)
+    return events
 
 
 @router.get("/sessions")

@@ -128,7 +128,8 @@ class Store(Protocol):
     def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
              limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]: ...
 
-    def sessions(self) -> list[SessionInfo]: ...
+    def sessions(self) -> list[SessionInfo]:
+        """Every session but a sub-run's own (the one a sub-run's `Session` opens)."""
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]: ...

@@ -105,7 +105,9 @@ class SQLiteStore:
         return found[0] if found else None
 
     def sessions(self) -> list[SessionInfo]:
-        return self._sessions()
+        """The conversations people had: a sub-run's own session is shown with its tree."""
+        return self._sessions("WHERE NOT EXISTS (SELECT 1 FROM runs c WHERE c.session_id = s.id "
+                              "AND c.parent_run_id IS NOT NULL)")
 
     def _sessions(self, where: str = "", args: tuple = ()) -> list[SessionInfo]:
         """Sessions with their run count and last run, from the indexed columns alone (no

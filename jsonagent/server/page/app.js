@@ -78,9 +78,28 @@ function finish(run) {
     ? show(run.answer) : (run.error || run.status);
 }
 
+function subEvent(event) {
+  // a sub-run's event (an agent used as a tool): nested under the step that called it
+  const li = $("steps").lastElementChild;
+  if (!li) return;
+  let box = li.querySelector(".subruns");
+  if (!box) { box = el("div", "subruns"); li.append(box); }
+  let line = null;
+  if (event.type === "run_start") line = "↳ " + event.question;
+  else if (event.type === "step") line = event.tool + " " + show(event.args || {});
+  else if (event.type === "tool_result") line = "← " + show(event.observation);
+  else if (event.type === "run_end") line = "↳ " + event.status;
+  if (line === null) return;
+  const row = el("div", event.error ? "sub error" : "sub", line);
+  row.style.marginLeft = (event.depth - 1) * 1.2 + "em";
+  box.append(row);
+}
+
 function onEvent(event) {
   const steps = current.steps;
-  if (event.type === "step") {
+  if (event.depth) {
+    subEvent(event);
+  } else if (event.type === "step") {
     stepItem({index: event.step, thought: event.thought, tool: event.tool, args: event.args});
   } else if (event.type === "tool_result") {
     stepItem({index: event.step, thought: (steps[event.step - 1] || {}).thought,
@@ -122,7 +141,7 @@ async function follow(runId) {
           if (data) {
             // keep the step list in step with what the events said
             const event = JSON.parse(data);
-            if (event.type === "step") current.steps[event.step - 1] = {thought: event.thought, args: event.args};
+            if (event.type === "step" && !event.depth) current.steps[event.step - 1] = {thought: event.thought, args: event.args};
             onEvent(event);
           }
         }

@@ -253,3 +253,25 @@ def test_a_served_tree_streams_its_sub_run_and_is_answered_after_a_restart(tmp_p
         assert child["steps"][0]["observation"] == "Oslo"
     finally:
         server.kill()
+
+
+def test_the_delegation_example_runs_the_coders_code_and_the_writer_uses_its_answer(tmp_path):
+    examples = Path(__file__).resolve().parent.parent / "tool_specs" / "examples"
+    (tmp_path / "coder.json").write_text(json.dumps(
+        [step("CodeInterpreterTool", {"code": "print(366 * 24 * 60 * 60)"}),
+         step("TaskCompleteTool", {"output": "31622400"})]))
+    (tmp_path / "writer.json").write_text(json.dumps(
+        [step("coder", {"task": "How many seconds are in a leap year?"}),
+         step("TaskCompleteTool", {"output": "A leap year has 31,622,400 seconds."})]))
+    env = {**__import__("os").environ, "PYTHONPATH": f"{examples}:{Path.cwd()}",
+           "JSONAGENT_CODER_MODEL": f"scripted:{tmp_path / 'coder.json'}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "jsonagent", "run", "Seconds in a leap year?", "--model",
+         f"scripted:{tmp_path / 'writer.json'}", "--no-core-tools", "--tools",
+         str(examples / "coder.json"), "--output", "json"],
+        capture_output=True, text=True, env=env, timeout=90, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["steps"][0]["observation"] == "31622400"
+    [coder] = open_store().sub_runs(result["run_id"])
+    assert coder.state.steps[0].observation["stdout"].strip() == "31622400"

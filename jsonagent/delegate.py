@@ -10,6 +10,7 @@ step's tool again with the input (`ctx.handed_down`), and it goes down the same 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from typing import Any, Iterator
 
@@ -52,6 +53,9 @@ class AgentCall:
     def __init__(self, agent: Any, name: str, structured: bool = False):
         self.agent, self.name, self.structured = agent, name, structured
         self.source = f"agent:{name}"
+        # one sub-run of this agent at a time: a server's workers share it (and its model,
+        # which need not be thread-safe); reentrant, for an agent that calls itself
+        self._lock = threading.RLock()
 
     def __call__(self, ctx: RunContext = None, **args: Any) -> Any:  # type: ignore[assignment]
         if ctx is None or ctx.run is None:  # called as plain Python, outside a run
@@ -102,8 +106,9 @@ class AgentCall:
         stop = ctx.cancel.on_cancel(session.cancel)
         end = None
         try:
-            for end in events:
-                pass
+            with self._lock:
+                for end in events:
+                    pass
         finally:
             stop()
             session.close()

@@ -188,8 +188,9 @@ class Runner:
             cutoff = time.time() - self.expire_after
             try:
                 for info in self.store.runs(status=NEEDS_HUMAN, served=True, limit=10 ** 9):
-                    if info.updated_at < cutoff:
-                        self.store.end_run(info.id, EXPIRED, "no answer within "
-                                           f"{self.expire_after:g} s", (NEEDS_HUMAN,))
+                    if info.updated_at < cutoff and self.store.end_run(
+                            info.id, EXPIRED, f"no answer within {self.expire_after:g} s",
+                            (NEEDS_HUMAN,)):
+                        self._end_sub_runs(info.id)
             except Exception:
                 log.exception("expiring waiting runs failed")

@@ -299,6 +299,7 @@ class SQLiteStore:
             state.status, state.error, state.pending = status, error, None
             state.seq += 1
             end = RunEnd(run_id=run_id, session_id=state.session_id, seq=state.seq,
+                         parent_run_id=state.parent_run_id, depth=state.depth,
                          status=status, error=error, usage=state.usage,
                          stats=state.stats.model_dump())
             db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",

@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "A2AAgent": "tools.a2a",
     "Agent": "agent",
     "AgentConfig": "config",
     "CancelToken": "cancel",
@@ -64,6 +65,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .agent import Agent
+    from .tools.a2a import A2AAgent
     from .cancel import CancelToken
     from .config import AgentConfig
     from .envelope import parse_reply

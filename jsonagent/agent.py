@@ -109,6 +109,15 @@ class Agent:
     def transcript(self, path: str | Path | None) -> None:
         self.deps = replace(self.deps, transcript=path)
 
+    def as_tool(self, name: str, description: str | None = None, input: type | None = None):
+        """This agent as a tool of another: its arguments (`{"task": string}`, or the fields of
+        the pydantic model `input`) become this agent's question, and its answer (typed, with
+        an `output_type`) the observation. Each call is a sub-run of the calling run: stored
+        with it, paused and resumed with it, within its step budget and depth limit."""
+        from .delegate import agent_tool
+
+        return agent_tool(self, name, description, input)
+
     def close(self) -> None:
         """Shut down the tool sources the agent opened (MCP server processes), and the store
         it opened itself."""

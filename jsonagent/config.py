@@ -47,5 +47,8 @@ class AgentConfig(BaseModel):
     """Memory (address space) the code interpreter may use, in MB."""
     require_isolation: bool = False
     """Refuse to run code unless every sandbox protection is in force."""
+    max_depth: int = Field(3, ge=0)
+    """How deep agents used as tools may nest below a top run: a sub-run past it is refused
+    (an agent that calls itself ends there)."""
     confirm: list[str] = []
     """Tools whose every call waits for a person's approval, beside those whose spec says so."""

@@ -58,6 +58,10 @@ class Event:
     """1, 2, 3... within a run; a resumed run goes on from its last number."""
     t: float = field(default_factory=time.time)
     """Unix time the event happened."""
+    parent_run_id: str | None = None
+    """The run this event's run is a sub-run of (an agent used as a tool); None at the top."""
+    depth: int = 0
+    """How deep its run is in the tree of runs: 0 at the top."""
 
     def to_json(self) -> str:
         return _adapter(type(self)).dump_json(self).decode()

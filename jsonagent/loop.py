@@ -90,7 +90,7 @@ class Loop:
             if s.in_flight:  # resumed after a crash or an approval: run its tool now
                 yield from self._act(s.steps[-1])
                 continue
-            if len(s.steps) >= self.config.max_steps:
+            if len(s.steps) + s.sub_steps >= self.config.max_steps:  # sub-runs' steps count
                 yield self._end(MAX_STEPS, error=f"stopped after {self.config.max_steps} steps "
                                 "without calling " + self.toolset.final.name)
                 return
@@ -213,7 +213,7 @@ class Loop:
             else:
                 yield self._tool_result(record)
             return
-        if record.tool in self.confirm and decision is None:
+        if record.tool in self.confirm and decision is None and self.ctx.handed_down is None:
             verdict = self.approve(record.tool, record.args) if self.approve else None
             if verdict is None:
                 yield self._pause(Pending(kind="approval", tool=record.tool, args=record.args))
@@ -328,7 +328,13 @@ class Loop:
                 yield from self._act(s.steps[-1], note_=restarted)
             return
         record = s.steps[-1]
-        if pending.kind == "question":
+        if pending.path:  # a sub-run waits: its step's tool goes on and hands the input down
+            self.ctx.handed_down = (pending, resume)
+            try:
+                yield from self._act(record, note_=restarted)
+            finally:
+                self.ctx.handed_down = None
+        elif pending.kind == "question":
             record.observation = resume.answer
             yield self._tool_result(record, restarted)
         else:
@@ -373,4 +379,5 @@ class Loop:
         s = self.s
         s.seq += 1
         event.run_id, event.session_id, event.seq = s.run_id, s.session_id, s.seq
+        event.parent_run_id, event.depth = s.parent_run_id, s.depth
         return event

@@ -41,17 +41,21 @@ NAME_MAX = 200
 
 class Session:
     def __init__(self, deps: RunDeps, name: str | None = None, store: Store | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None):
+                 loop: asyncio.AbstractEventLoop | None = None, parent: RunContext | None = None):
         if name is not None and not 0 < len(name) <= NAME_MAX:
             raise ConfigError(f"a session's name has 1 to {NAME_MAX} characters "
                               f"(this one has {len(name)})")
         self.deps, self.name, self.store = deps, name, store
         self.id = store.open_session(name) if store is not None else new_id("ses")
         ask = bridge(deps.ask_human, loop)
-        self.ctx = RunContext(ask_human=(lambda q: on_caller(ask, q)) if ask else None,
+        self.parent = parent
+        """The context of the run whose tool runs this session's runs (a sub-run's): its
+        person answers here when this agent has none, and its records see these events."""
+        self.ctx = RunContext(ask_human=(lambda q: on_caller(ask, q)) if ask else
+                              (parent.ask_human if parent else None),
                               sandbox_factory=deps.sandbox_factory)
         """The session's context: its scratch state (the sandbox) outlives a run."""
-        self.approve = bridge(deps.approve, loop)
+        self.approve = bridge(deps.approve, loop) or (parent.approve if parent else None)
         self._token = CancelToken()
         """The next (or current) run's: each run has its own, in its own copy of `ctx`."""
         self.last: RunState | None = None
@@ -174,13 +178,16 @@ class Session:
             toolset=deps.toolset.fingerprint(), tools=deps.toolset.names,
             model=deps.caps.name, origin=deps.origin,
             memory=last.memory if last is not None else MemoryState(),
-            code_used=bool(last and last.code_used), traceparent=tracing.inherited())
+            code_used=bool(last and last.code_used), traceparent=tracing.inherited(),
+            **({"parent_run_id": self.parent.run.run_id, "depth": self.parent.run.depth + 1}
+               if self.parent is not None else {}))
 
     def _drive(self, state: RunState, resume: Resume | None,
                deltas: Watched = None) -> Iterator[ev.Event]:
         deps = self.deps
         # the run's own context: the session's scratch state (its sandbox), the run's token
-        ctx = replace(self.ctx, cancel=self._token)
+        ctx = replace(self.ctx, cancel=self._token, run=state, store=self.store,
+                      approve=self.approve, emit=self._pass_on)
         deltas = deps.deltas if deltas is None else deltas
         watched = deltas if callable(deltas) else (lambda: True) if deltas else None
         loop = Loop(deps, ctx, self.approve, watched)
@@ -231,10 +238,17 @@ class Session:
             self._spans.write(event, state)
         if self.store is not None:
             self.store.record(event, state)
+        self._pass_on(event)
+
+    def _pass_on(self, event: ev.Event) -> None:
+        """The records beside the store, which a sub-run's events reach too (its own
+        session stores them, under its own run id), then the parent run's."""
         if self._journal is not None:
             self._journal.write(event)
         if self.deps.on_event is not None:
             self.deps.on_event(event)
+        if self.parent is not None and self.parent.emit is not None:
+            self.parent.emit(event)
 
 
 def _closed(last: RunState) -> list[Message]:

@@ -92,6 +92,9 @@ class Pending(BaseModel):
     question: str | None = None
     tool: str | None = None
     args: dict[str, Any] | None = None
+    path: list[str] | None = None
+    """When a sub-run waits (an agent used as a tool): the run ids from this run down to the
+    waiting one; a remote A2A task is `a2a:CONTEXT/TASK`. None when this run itself waits."""
 
     @model_serializer(mode="wrap")
     def _no_nulls(self, handler):  # one shape everywhere, nested or not
@@ -142,6 +145,12 @@ class RunState(BaseModel):
     span: str | None = None
     """The run's last invoke_agent span, as a traceparent, when it was traced: a resumed
     run's span links to it, in this process or another."""
+    parent_run_id: str | None = None
+    """The run whose tool started this one (an agent used as a tool); None at the top."""
+    depth: int = 0
+    """0 for a top run, its parent's depth + 1 for a sub-run."""
+    sub_steps: int = 0
+    """Steps its sub-runs took, all the way down: they count against this run's max_steps."""
 
     @property
     def in_flight(self) -> bool:

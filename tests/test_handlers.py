@@ -60,7 +60,7 @@ def test_bad_handler_path_is_a_clear_spec_error(tmp_path):
 
 
 def test_handler_object_needs_exactly_one_kind():
-    with pytest.raises(SpecError, match="exactly one of the keys python, command or http"):
+    with pytest.raises(SpecError, match="exactly one of the keys python, command, http, agent or a2a"):
         ToolSpec.from_dict({"name": "x", "handler": {"python": "a:b", "command": ["ls"]}})
 
 

@@ -9,7 +9,7 @@ import jsonagent.testing
 
 def test_exported_names():
     assert sorted(jsonagent.__all__) == [
-        "Agent", "AgentConfig", "ArgError", "CancelToken", "Cancelled", "ConfigError",
+        "A2AAgent", "Agent", "AgentConfig", "ArgError", "CancelToken", "Cancelled", "ConfigError",
         "JsonAgentError", "Model", "ModelError", "ModelReply", "Pending", "ResponseFormatRejected", "RunContext", "RunError", "RunResult",
         "RunState", "Session", "SessionBusy", "SpecError", "Step", "StepRecord", "Store", "Tool",
         "ToolCall", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError", "Veto",

@@ -14,7 +14,7 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
@@ -54,7 +54,8 @@ def batch(ctx: typer.Context,
           store: StoreOpt = None,
           # the shared run options; RunOptions.of(ctx) gathers them
           tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-          mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+          mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+          no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

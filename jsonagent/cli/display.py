@@ -38,9 +38,11 @@ class Display:
         self._label: str | None = None  # what the spinner says when no status overrides it
         self._since = 0.0  # when that began: its seconds go on after a status
         self._model_s = 0.0
-        self._writing: tuple[int, int] | None = None
-        """The step and attempt whose thought is being written on the current line."""
+        self._writing: tuple[str, int, int] | None = None
+        """The run, step and attempt whose thought is being written on the current line."""
         self._written = ""
+        self._pad = ""  # the indent of the current event's run in the tree of runs
+        self._depths: dict[str, int] = {}  # each run's depth, for its deltas (they carry none)
         if hasattr(sys.stdin, "reconfigure"):  # undecodable bytes typed in must not end a chat
             sys.stdin.reconfigure(errors="replace")
 
@@ -88,19 +90,27 @@ class Display:
             self._delta(event)
             return
         self._stop()
-        p = self.err.print
+        # a sub-run's events (an agent used as a tool) are indented under the call
+        self._depths[event.run_id] = event.depth
+        self._pad = "  │ " * event.depth
+        p = self._print
+        if isinstance(event, ev.RunStart) and event.depth:
+            p(f"[dim]↳ sub-run {event.run_id}:[/] {escape(_brief({'task': event.question}))}")
+        elif isinstance(event, ev.RunEnd) and event.depth:
+            p(f"[dim]↳ sub-run {event.status}[/]")
         if isinstance(event, ev.ModelCall):
             self._model_s += event.latency_s
             return  # the thought being written, if any, goes on on its line
         written = self._end_line()
-        as_written = isinstance(event, ev.StepTaken) and written == (event.step, event.thought)
+        as_written = isinstance(event, ev.StepTaken) \
+            and written == (event.run_id, event.step, event.thought)
         if written is not None and not as_written:
             p()  # what was written ends here; a repaired step shows its thought again
         if isinstance(event, ev.StepTaken):
             took = f" [dim](model {self._model_s:.1f} s)[/]" if self.live else ""
             self._model_s = 0.0
             if as_written:
-                p(took)
+                self.err.print(took)  # ends the line the thought was written on
             elif event.thought:
                 p(f"[dim]step {event.step}[/] [italic]{escape(event.thought)}[/]{took}")
             self._call(event.tool, event.args)
@@ -128,22 +138,26 @@ class Display:
         """The thought as it is written, in place of the spinner."""
         if not isinstance(delta, ev.ThoughtDelta) or not self.live:
             return
-        if self._writing != (delta.step, delta.attempt):
+        if self._writing != (delta.run_id, delta.step, delta.attempt):
             self._stop()
             if self._end_line() is not None:
                 self.err.print()
-            self._writing, self._written = (delta.step, delta.attempt), ""
-            self.err.print(f"[dim]step {delta.step}[/] ", end="")
+            self._writing, self._written = (delta.run_id, delta.step, delta.attempt), ""
+            pad = "  │ " * self._depths.get(delta.run_id, 0)
+            self.err.print(f"{pad}[dim]step {delta.step}[/] ", end="")
         self._written += delta.text
         self.err.print(delta.text, style="italic", end="", markup=False, highlight=False)
 
-    def _end_line(self) -> tuple[int, str] | None:
-        """Leave the thought being written, if any: its step and the text written."""
+    def _end_line(self) -> tuple[str, int, str] | None:
+        """Leave the thought being written, if any: its run, step and the text written."""
         if self._writing is None:
             return None
-        written = (self._writing[0], self._written)
+        written = (*self._writing[:2], self._written)
         self._writing, self._written = None, ""
         return written
+
+    def _print(self, text: Any = "", **kwargs: Any) -> None:
+        self.err.print(self._pad + text if isinstance(text, str) else text, **kwargs)
 
     def _next(self, event: Any) -> None:
         """What happens after this event, as a spinner: the model thinks, or a tool runs."""
@@ -163,13 +177,13 @@ class Display:
         blocks = {k: v for k, v in args.items() if isinstance(v, str) and "\n" in v} \
             if self.live else {}
         inline = {k: v for k, v in args.items() if k not in blocks}
-        self.err.print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
+        self._print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
         for name, text in blocks.items():
             from rich.syntax import Syntax
 
             lexer = "python" if name == "code" or tool == "CodeInterpreterTool" else "text"
-            self.err.print(f"    [dim]{escape(name)}:[/]")
-            self.err.print(Syntax(text, lexer, theme="ansi_dark", line_numbers=False,
+            self._print(f"    [dim]{escape(name)}:[/]")
+            self._print(Syntax(text, lexer, theme="ansi_dark", line_numbers=False,
                                   background_color="default", padding=(0, 4)))
 
     def _fold(self, observation: Any) -> str:

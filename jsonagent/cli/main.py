@@ -16,7 +16,7 @@ from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import EXIT, debug, guarded
 from .command import PlainCommand
-from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
                       RunOptions, SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive,
@@ -93,7 +93,8 @@ def run(ctx: typer.Context,
         store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
         # the shared run options; RunOptions.of(ctx) gathers them
         tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-        mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+        mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+        no_core_tools: NoCoreToolsOpt = False,
         model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -125,7 +126,8 @@ def resume(ctx: typer.Context,
            store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
            # the shared run options; RunOptions.of(ctx) gathers them
            tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-           mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+           mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+           no_core_tools: NoCoreToolsOpt = False,
            model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -173,7 +175,8 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          transcript: TranscriptOpt = None, no_store: NoStoreOpt = False, store: StoreOpt = None,
          # the shared run options; RunOptions.of(ctx) gathers them
          tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-         mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+         mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+         no_core_tools: NoCoreToolsOpt = False,
          model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

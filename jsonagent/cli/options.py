@@ -47,6 +47,7 @@ class RunOptions(BaseModel):
     mcp: list[str] = []
     mcp_config: list[Path] = []
     mcp_prefix: bool = False
+    a2a: list[str] = []
     no_core_tools: bool = False
     model: str | None = None
     base_url: str | None = None
@@ -69,7 +70,7 @@ class RunOptions(BaseModel):
         names = [name for name in cls.model_fields if name != "given"]
         values = {name: ctx.params[name] for name in names}
         values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
-        for key in ("tools", "mcp", "mcp_config"):
+        for key in ("tools", "mcp", "mcp_config", "a2a"):
             values[key] = list(values[key] or [])
         sources = {name: ctx.get_parameter_source(name) for name in names}
         given = {name for name, source in sources.items()
@@ -119,13 +120,16 @@ class RunOptions(BaseModel):
             "api_key": self.api_key, "given": self.given})
 
     def tool_sources(self) -> list:
-        """The built-ins (unless --no-core-tools), then --tools, then the MCP servers."""
+        """The built-ins (unless --no-core-tools), then --tools, then the MCP servers, then
+        the remote A2A agents."""
         return tool_sources(self.tools, self.mcp, self.mcp_config, self.mcp_prefix,
-                            self.no_core_tools)
+                            self.no_core_tools, self.a2a)
 
 
 def tool_sources(tools: list[Path], mcp: list[str], mcp_config: list[Path],
-                 mcp_prefix: bool = False, no_core_tools: bool = False) -> list:
+                 mcp_prefix: bool = False, no_core_tools: bool = False,
+                 a2a: list[str] | None = None) -> list:
+    from ..tools.a2a import A2AAgent
     from ..tools.mcp import MCPServer, load_config
     from ..tools.toolset import core_tools
 
@@ -135,7 +139,8 @@ def tool_sources(tools: list[Path], mcp: list[str], mcp_config: list[Path],
     if mcp_prefix:  # each server's tools as NAME_tool, NAME being its config name or command
         for server in servers:
             server.prefix = _slug(server.name) + "_"
-    return [*([] if no_core_tools else core_tools()), *tools, *servers]
+    remote = [A2AAgent(url) for url in a2a or []]
+    return [*([] if no_core_tools else core_tools()), *tools, *servers, *remote]
 
 
 def _slug(name: str) -> str:
@@ -164,6 +169,10 @@ McpConfigOpt = Annotated[Optional[list[Path]], typer.Option(
     help='MCP servers from a {"mcpServers": {...}} file, as other MCP clients use.')]
 McpPrefixOpt = Annotated[bool, typer.Option(
     "--mcp-prefix", help="Name each MCP tool SERVER_tool, so two servers never collide.")]
+A2aOpt = Annotated[Optional[list[str]], typer.Option(
+    "--a2a", metavar="URL",
+    help="A remote agent over A2A, as one more tool (repeatable): its card names and "
+         "describes it.")]
 NoCoreToolsOpt = Annotated[bool, typer.Option(
     "--no-core-tools", help="Leave out the built-in tools (the task-complete tool stays).")]
 ModelOpt = Annotated[Optional[str], typer.Option(

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .exits import USAGE, fail, guarded
-from .options import (ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
@@ -46,7 +46,8 @@ def serve(ctx: typer.Context,
                    "and [::1] (repeatable).")] = None,
           # the shared run options; RunOptions.of(ctx) gathers them
           tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-          mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreToolsOpt = False,
+          mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+          no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

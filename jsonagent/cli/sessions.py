@@ -59,35 +59,49 @@ def list_sessions(output: OutputOpt = OutputChoice.text, store: StoreOpt = None)
 @guarded
 def show(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt = None):
     """A session's runs: question, status, steps and answer, or what a paused run waits for."""
-    from ..store import resume_command
 
     store = _store(store)
     info = _session(store, name)
     runs = list(reversed(store.runs(session_id=info.id, limit=10_000)))
     if output is OutputChoice.json:
-        typer.echo(json.dumps({"id": info.id, "name": info.name, "runs": [
-            {"id": r.id, "status": r.status, "question": r.question, "created_at": r.created_at,
-             "answer": r.state.answer, "error": r.state.error,
-             "pending": r.state.pending.model_dump() if r.state.pending else None,
-             "steps": [asdict(s) for s in r.state.steps]} for r in runs]},
-            indent=2, ensure_ascii=False))
+        typer.echo(json.dumps({"id": info.id, "name": info.name,
+                               "runs": [_run_json(store, r) for r in runs]},
+                              indent=2, ensure_ascii=False))
         return
     typer.echo(f"session {info.name or info.id} ({info.id}), {len(runs)} run(s)")
     for r in runs:
-        st = r.state
-        typer.echo(f"\n{r.id}  {r.status}  {_when(r.created_at)}")
-        typer.echo(f"  you: {r.question}")
-        for step in st.steps:
-            typer.echo(f"  {step.index}. {step.tool} {json.dumps(step.args, ensure_ascii=False)[:100]}")
-        if r.status == COMPLETED:
-            answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
-            typer.echo(f"  answer: {answer}")
-        elif r.status == NEEDS_HUMAN and st.pending:
-            typer.echo(f"  waits: {resume_command(r.id, st.pending.model_dump())}")
-        elif r.status == INTERRUPTED:
-            typer.echo(f"  go on: jsonagent resume {r.id}")
-        elif st.error:
-            typer.echo(f"  error: {st.error}")
+        _show_run(store, r, "")
+
+
+def _run_json(store, r) -> dict:
+    return {"id": r.id, "status": r.status, "question": r.question, "created_at": r.created_at,
+            "answer": r.state.answer, "error": r.state.error,
+            "pending": r.state.pending.model_dump() if r.state.pending else None,
+            "steps": [asdict(s) for s in r.state.steps],
+            "sub_runs": [_run_json(store, sub) for sub in store.sub_runs(r.id)]}
+
+
+def _show_run(store, r, pad: str) -> None:
+    """A run, then its sub-runs (agents used as tools) indented under it."""
+    from ..store import resume_command
+
+    st = r.state
+    typer.echo(f"\n{pad}{r.id}  {r.status}  {_when(r.created_at)}")
+    typer.echo(f"{pad}  {'task' if pad else 'you'}: {r.question}")
+    for step in st.steps:
+        typer.echo(f"{pad}  {step.index}. {step.tool} "
+                   f"{json.dumps(step.args, ensure_ascii=False)[:100]}")
+    if r.status == COMPLETED:
+        answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
+        typer.echo(f"{pad}  answer: {answer}")
+    elif r.status == NEEDS_HUMAN and st.pending and not pad:
+        typer.echo(f"{pad}  waits: {resume_command(r.id, st.pending.model_dump())}")
+    elif r.status == INTERRUPTED and not pad:
+        typer.echo(f"{pad}  go on: jsonagent resume {r.id}")
+    elif st.error:
+        typer.echo(f"{pad}  error: {st.error}")
+    for sub in store.sub_runs(r.id):
+        _show_run(store, sub, pad + "  │ ")
 
 
 @app.command("export", cls=PlainCommand)

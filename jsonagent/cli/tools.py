@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..status import NEEDS_HUMAN
 from .command import PlainCommand
 from .exits import EXIT, USAGE, fail, guarded
-from .options import OutputChoice, interactive, json_arg
+from .options import A2aOpt, OutputChoice, interactive, json_arg
 
 app = typer.Typer(help="List, validate, check, call, lint, scaffold and export tools.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -36,10 +36,11 @@ NoInputOpt = Annotated[bool, typer.Option(
 @app.command("list", cls=PlainCommand)
 @guarded
 def tools_list(tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-               mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
+               mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+               no_core_tools: NoCoreOpt = False,
                output: OutputOpt = OutputChoice.text):
     """Show the tools a run would offer the model."""
-    with _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools) as toolset:
+    with _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools, a2a) as toolset:
         described = [t.spec.describe() for t in toolset]
     if output is OutputChoice.json:
         typer.echo(json.dumps(described, indent=2, ensure_ascii=False))
@@ -117,7 +118,8 @@ def tools_check(file: Annotated[Optional[Path], typer.Argument(
 def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
                args: ArgsOpt = "{}",
                tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
-               mcp_prefix: McpPrefixOpt = False, no_core_tools: NoCoreOpt = False,
+               mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
+               no_core_tools: NoCoreOpt = False,
                no_input: NoInputOpt = False):
     """Call one tool directly, as the agent would, and print its result as JSON."""
     from ..agent import Agent
@@ -128,7 +130,7 @@ def tools_call(name: Annotated[str, typer.Argument(help="Tool name.")],
 
     values = json_arg(args)
     with Agent(model=_NoModel(), tools=tool_sources(tools or [], mcp or [], mcp_config or [],
-                                                    mcp_prefix, no_core_tools),
+                                                    mcp_prefix, no_core_tools, a2a),
                ask_human=Display().ask if interactive(no_input) else None) as agent:
         tool = agent.toolset.get(name)
         if tool is None:
@@ -209,12 +211,12 @@ def tools_export(ref: Annotated[str, typer.Argument(help="module:function of a @
     typer.echo(json.dumps(export(ref), indent=2, ensure_ascii=False))
 
 
-def _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools):
+def _toolset(tools, mcp, mcp_config, mcp_prefix, no_core_tools, a2a=None):
     from ..tools.toolset import Toolset
     from .options import tool_sources
 
     return Toolset.build(tool_sources(tools or [], mcp or [], mcp_config or [], mcp_prefix,
-                                      no_core_tools))
+                                      no_core_tools, a2a))
 
 
 class _NoModel:

@@ -15,7 +15,7 @@ from ..errors import Unknown
 from ..session import NAME_MAX
 from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
-from .shapes import RespondIn, RunIn, error, run_view, session_view
+from .shapes import RespondIn, RunIn, error, run_view, session_view, tree_view
 from .live import until_either
 from .wakeups import LOOK_ANYWAY_S, until_news
 
@@ -69,7 +69,7 @@ def list_runs(runner: Runs,
 
 @router.get("/runs/{run_id}")
 def get_run(run_id: str, runner: Runs) -> dict[str, Any]:
-    return run_view(runner.get(run_id))
+    return tree_view(runner.store, runner.get(run_id))
 
 
 @router.post("/runs/{run_id}/respond", status_code=202)
@@ -112,6 +112,7 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request, del
     `Last-Event-ID` still counts stored events only; they come from this process (live.py)
     and are never read back from the store."""
     store = runner.store
+    subs: dict[str, int] = {}
     with request.app.state.wakeups.follow(run_id) as news, \
             (runner.live.follow(run_id) if deltas else nullcontext()) as live:
         look = True
@@ -119,6 +120,11 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request, del
             batch = []
             if look:  # stored events first: a delta is written after them
                 news.clear()
+                # its sub-runs' events first (they happen inside its step), marked with their
+                # own run ids; without an id, as `Last-Event-ID` counts this run's events only
+                for event in await asyncio.to_thread(_sub_events, store, run_id, subs):
+                    yield {"event": event["type"],
+                           "data": json.dumps(event, ensure_ascii=False)}
                 batch = await asyncio.to_thread(store.events, run_id, None, after)
             for event in batch:
                 after = event["seq"]
@@ -141,6 +147,17 @@ async def _stream(runner: Runner, run_id: str, after: int, request: Request, del
                 await until_either(news, live.ready, LOOK_ANYWAY_S)
             # a look at the store unless only a delta came (a timeout looks too)
             look = news.is_set() or live is None or not live.ready.is_set()
+
+
+def _sub_events(store: Any, run_id: str, seen: dict[str, int]) -> list[dict[str, Any]]:
+    """The new events of every run below `run_id`; `seen` keeps each one's last number."""
+    events = []
+    for sub in store.sub_runs(run_id):
+        batch = store.events(sub.id, None, seen.get(sub.id, 0))
+        if batch:
+            seen[sub.id] = batch[-1]["seq"]
+        events += batch + _sub_events(store, sub.id, seen)
+    return events
 
 
 @router.get("/sessions")

@@ -140,6 +140,7 @@ class Runner:
             if active is None:
                 idle = (QUEUED, NEEDS_HUMAN)
                 if self.store.end_run(run_id, INTERRUPTED, "cancelled", idle):
+                    self._end_sub_runs(run_id)
                     return
                 if self.store.request_cancel(run_id, "cancelled"):
                     return
@@ -148,7 +149,14 @@ class Runner:
                     return
                 raise Conflict(f"run {run_id} has just ended")
         active.cancel()
-        self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,))  # paused just now
+        if self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):  # paused just now
+            self._end_sub_runs(run_id)
+
+    def _end_sub_runs(self, run_id: str) -> None:
+        """A paused tree is cancelled as a whole: its waiting sub-runs end with it."""
+        for sub in self.store.sub_runs(run_id):
+            if self.store.end_run(sub.id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):
+                self._end_sub_runs(sub.id)
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -223,10 +231,11 @@ class Runner:
             cutoff = time.time() - self.expire_after
             try:
                 for info in self.store.runs(status=NEEDS_HUMAN, served=True, limit=10 ** 9):
-                    if info.updated_at < cutoff:
-                        self.store.end_run(info.id, EXPIRED, "no answer within "
-                                           f"{self.expire_after:g} s", (NEEDS_HUMAN,))
+                    if info.updated_at < cutoff and self.store.end_run(
+                            info.id, EXPIRED, f"no answer within {self.expire_after:g} s",
+                            (NEEDS_HUMAN,)):
+                        self._end_sub_runs(info.id)
             except StoreDown:
-                pass  # the claims thread says so; expiring waits for the store too
+                pass  # the store says so in the log; expiring waits for it too
             except Exception:
                 log.exception("expiring waiting runs failed")

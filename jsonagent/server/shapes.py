@@ -57,7 +57,14 @@ def run_view(info: Any) -> dict[str, Any]:
         "result_status": state.status if state.status in RESULTS else None,
         "required_action": state.pending.model_dump()
         if status == server_status(NEEDS_HUMAN) and state.pending else None,
+        "parent_run_id": info.parent_run_id, "depth": info.depth,
     }
+
+
+def tree_view(store: Any, info: Any) -> dict[str, Any]:
+    """A run with its sub-runs (agents used as tools), all the way down."""
+    return {**run_view(info), "sub_runs": [tree_view(store, sub)
+                                           for sub in store.sub_runs(info.id)]}
 
 
 def session_view(info: Any) -> dict[str, Any]:

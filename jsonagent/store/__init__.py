@@ -103,6 +103,10 @@ class RunInfo:
     """It was running and its process died (its status says interrupted)."""
     decision: dict[str, Any] | None = None
     """A person's answer or approval, queued for a worker (`decide`)."""
+    parent_run_id: str | None = None
+    """The run whose tool started this one (an agent used as a tool); None at the top."""
+    depth: int = 0
+    """0 at the top of a tree of runs; a sub-run's parent's depth + 1."""
 
 
 @dataclass
@@ -163,10 +167,14 @@ class Store(Protocol):
 
     def last_run(self, session_id: str) -> RunState | None: ...
 
+    def sub_runs(self, run_id: str) -> list[RunInfo]:
+        """The runs started by `run_id`'s tools (agents used as tools), oldest first."""
+
     def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
              limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]: ...
 
-    def sessions(self) -> list[SessionInfo]: ...
+    def sessions(self) -> list[SessionInfo]:
+        """Every session but a sub-run's own (the one a sub-run's `Session` opens)."""
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]: ...

@@ -72,6 +72,16 @@ def _m003_cancels_and_items(db: sqlite3.Connection) -> None:
     """)
 
 
+def _m004_sub_runs(db: sqlite3.Connection) -> None:
+    """A sub-run (an agent used as a tool) names the run whose tool started it, and its depth
+    in the tree; a run's sub-runs are found by the index."""
+    _script(db, """
+        ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX runs_by_parent ON runs(parent_run_id, created_at)
+    """)
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001_initial, _m002_served_runs, _m003_cancels_and_items]
+    _m001_initial, _m002_served_runs, _m003_cancels_and_items, _m004_sub_runs]

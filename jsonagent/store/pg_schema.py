@@ -64,8 +64,18 @@ def _m001_initial(db: Any) -> None:
         db.execute(statement)
 
 
+def _m002_sub_runs(db: Any) -> None:
+    """A sub-run (an agent used as a tool) names the run whose tool started it, and its depth
+    in the tree; a run's sub-runs are found by the index (SQLite's _m004)."""
+    for statement in """
+        ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX runs_by_parent ON runs(parent_run_id, created_at)""".split(";"):
+        db.execute(statement)
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
-MIGRATIONS: list[Callable[[Any], None]] = [_m001_initial]
+MIGRATIONS: list[Callable[[Any], None]] = [_m001_initial, _m002_sub_runs]
 
 
 def migrate(db: Any, where: str) -> None:

@@ -24,8 +24,8 @@ from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
 from . import Owner, RunInfo, SessionInfo
 from .driven import Driven
 from .pg_link import CHANNEL, NOW, Busy, Link, Listener
-from .rows import (CHECKPOINTS, claimed, ended, owner_json, run_info, session_info,
-                   waiting_message)
+from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
+                   session_info, waiting_message)
 
 TAKEOVER_AFTER = 15.0
 """Seconds within which a run whose node died is taken over by another node."""
@@ -83,7 +83,7 @@ class PostgresStore:
         return found[0] if found else None
 
     def sessions(self) -> list[SessionInfo]:
-        return self._sessions()
+        return self._sessions(SUB_SESSIONS_HIDDEN)
 
     def _sessions(self, where: str = "", args: tuple = ()) -> list[SessionInfo]:
         rows = self.link.call(lambda db: db.execute(f"""
@@ -127,11 +127,12 @@ class PostgresStore:
             state = build(RunState.model_validate_json(last["state"]) if last else None)
             token = None if queued else uuid.uuid4().hex
             db.execute(f"INSERT INTO runs (id, session_id, status, question, created_at, "
-                       f"updated_at, owner, heartbeat_at, claim, state, served) VALUES (%s, %s, "
-                       f"%s, %s, {NOW}, {NOW}, %s, {NOW}, %s, %s, %s)",
+                       f"updated_at, owner, heartbeat_at, claim, state, served, parent_run_id, "
+                       f"depth) VALUES (%s, %s, %s, %s, {NOW}, {NOW}, %s, {NOW}, %s, %s, %s, %s, "
+                       f"%s)",
                        (state.run_id, session_id, QUEUED if queued else state.status,
                         state.question, owner_json(self.me), token, state.model_dump_json(),
-                        queued))
+                        queued, state.parent_run_id, state.depth))
             db.execute(f"UPDATE sessions SET updated_at = {NOW} WHERE id = %s", (session_id,))
             self._notify(db, f"e:{state.run_id}")  # a queued run: idle nodes look
             if token:
@@ -330,6 +331,10 @@ class PostgresStore:
             "SELECT state FROM runs WHERE session_id = %s ORDER BY created_at DESC, n DESC "
             "LIMIT 1", (session_id,)).fetchall())
         return RunState.model_validate_json(rows[0]["state"]) if rows else None
+
+    def sub_runs(self, run_id: str) -> list[RunInfo]:
+        rows = self._select("WHERE r.parent_run_id = %s", (run_id,), "ORDER BY r.created_at, r.n")
+        return [run_info(r, self._live(r)) for r in rows]
 
     def runs(self, session_id: str | None = None, status: str | tuple[str, ...] | None = None,
              limit: int = 50, offset: int = 0, served: bool | None = None) -> list[RunInfo]:

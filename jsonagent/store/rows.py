@@ -10,6 +10,10 @@ from ..state import RunState
 from ..status import INTERRUPTED, QUEUED, RUNNING
 from . import Owner, RunInfo, SessionInfo, resume_command
 
+SUB_SESSIONS_HIDDEN = ("WHERE NOT EXISTS (SELECT 1 FROM runs c WHERE c.session_id = s.id "
+                       "AND c.parent_run_id IS NOT NULL)")
+"""The sessions people had: a sub-run's own session is shown with its tree, not listed."""
+
 # Events after which the state is checkpointed: the points a run can be continued from. A
 # step's model reply waits for its tool's result; after a crash in between, the run does
 # that step again, model call included.
@@ -52,7 +56,8 @@ def run_info(row: dict[str, Any], status: str) -> RunInfo:
                    status=status, question=row["question"], created_at=row["created_at"],
                    updated_at=row["updated_at"], state=state, served=bool(row["served"]),
                    orphaned=row["status"] != status,
-                   decision=json.loads(row["decision"]) if row["decision"] else None)
+                   decision=json.loads(row["decision"]) if row["decision"] else None,
+                   parent_run_id=row["parent_run_id"], depth=row["depth"])
 
 
 def session_info(row: dict[str, Any], last_status: str | None) -> SessionInfo:
@@ -69,5 +74,6 @@ def ended(state_text: str, run_id: str, status: str, error: str) -> tuple[RunSta
     state.status, state.error, state.pending = status, error, None
     state.seq += 1
     end = RunEnd(run_id=run_id, session_id=state.session_id, seq=state.seq, status=status,
-                 error=error, usage=state.usage, stats=state.stats.model_dump())
+                 parent_run_id=state.parent_run_id, depth=state.depth, error=error,
+                 usage=state.usage, stats=state.stats.model_dump())
     return state, end

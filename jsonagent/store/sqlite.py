@@ -18,8 +18,8 @@ from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import (CHECKPOINTS, claimed, ended, owner, owner_json, run_info, session_info,
-                   waiting_message)
+from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
+                   run_info, session_info, waiting_message)
 
 CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
@@ -107,7 +107,7 @@ class SQLiteStore:
         return found[0] if found else None
 
     def sessions(self) -> list[SessionInfo]:
-        return self._sessions()
+        return self._sessions(SUB_SESSIONS_HIDDEN)
 
     def _sessions(self, where: str = "", args: tuple = ()) -> list[SessionInfo]:
         """Sessions with their run count and last run, from the indexed columns alone (no
@@ -157,11 +157,11 @@ class SQLiteStore:
             state = build(last)
             now = time.time()
             db.execute("INSERT INTO runs (id, session_id, status, question, created_at, "
-                       "updated_at, owner, heartbeat_at, state, served) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "updated_at, owner, heartbeat_at, state, served, parent_run_id, depth) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (state.run_id, session_id, QUEUED if queued else state.status,
                         state.question, now, now, owner_json(self.me), now,
-                        state.model_dump_json(), int(queued)))
+                        state.model_dump_json(), int(queued), state.parent_run_id, state.depth))
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return state
 
@@ -307,6 +307,11 @@ class SQLiteStore:
             return [self._info(r) for r in self._read(sql, tuple(args))]
         infos = [i for i in map(self._info, self._read(sql, tuple(args))) if i.status in wanted]
         return infos[offset:offset + limit]
+
+    def sub_runs(self, run_id: str) -> list[RunInfo]:
+        rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
+                          "WHERE r.parent_run_id = ? ORDER BY r.created_at, r.rowid", (run_id,))
+        return [self._info(r) for r in rows]
 
     def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
         """Queue a waiting run again with a person's decision; False when it no longer

@@ -90,6 +90,17 @@ def resolve_secrets(text: str, where: str) -> str:
 
 
 def python_handler(spec: ToolSpec, ref: str, base: Path | None) -> Callable[..., Any]:
+    obj = import_ref(spec, ref, base)
+    from .tool import Tool
+
+    if isinstance(obj, Tool):
+        obj = obj.fn
+    if not callable(obj):
+        raise SpecError(f"{spec.origin} ({spec.name}): handler {ref!r} is not callable")
+    return sync(obj)
+
+
+def import_ref(spec: ToolSpec, ref: str, base: Path | None) -> Any:
     module_name, _, attr = ref.partition(":")
     # A handler module beside its spec file is the common case; make it importable, last in
     # line so that a file there can never shadow an installed package.
@@ -102,13 +113,7 @@ def python_handler(spec: ToolSpec, ref: str, base: Path | None) -> Callable[...,
     except Exception as exc:  # any import-time failure is the spec author's to fix
         raise SpecError(f"{spec.origin} ({spec.name}): cannot load handler {ref!r}: "
                         f"{type(exc).__name__}: {exc}") from None
-    from .tool import Tool
-
-    if isinstance(obj, Tool):
-        obj = obj.fn
-    if not callable(obj):
-        raise SpecError(f"{spec.origin} ({spec.name}): handler {ref!r} is not callable")
-    return sync(obj)
+    return obj
 
 
 def sync(fn: Callable[..., Any]) -> Callable[..., Any]:

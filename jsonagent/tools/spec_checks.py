@@ -74,10 +74,10 @@ def check_handler(handler: Any, params: dict, where: str) -> None:
     if isinstance(handler, str):
         kind, body = "python", handler
     else:
-        kinds = [k for k in ("python", "command", "http") if k in handler]
+        kinds = [k for k in ("python", "command", "http", "agent", "a2a") if k in handler]
         if len(kinds) != 1:
             raise spec_error(where, "/handler", "a handler object has exactly one of the keys "
-                             f"python, command or http; got {sorted(handler) or 'none'}")
+                             f"python, command, http, agent or a2a; got {sorted(handler) or 'none'}")
         kind, body = kinds[0], handler
     if kind == "python" and isinstance(body, str):
         body = {"python": body}
@@ -133,6 +133,9 @@ def check_handler(handler: Any, params: dict, where: str) -> None:
                     walk(v, f"{pointer}/{i}")
 
         walk(http.get("json"), "/handler/http/json")
+    elif kind == "a2a":
+        for key, value in body.get("headers", {}).items():
+            secret(value, f"/handler/headers/{key}")
 
 
 def spec_where(origin: str, data: Any) -> str:

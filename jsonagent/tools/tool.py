@@ -28,6 +28,19 @@ class RunContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     """The current run's cancel token: register how to stop slow work with
     `cancel.on_cancel(stop)`, or poll `cancelled`."""
+    # What a tool that starts a sub-run (an agent used as a tool) needs of its parent run.
+    run: Any = None
+    """The run's `RunState` (its id, depth, budget and usage)."""
+    store: Any = None
+    """The run's `Store`, where its sub-runs are kept too; None when runs are not stored."""
+    approve: Callable[[str, dict], Any] | None = None
+    """Asks the person to approve a call; None when nobody can answer now."""
+    emit: Callable[[Any], None] | None = None
+    """Hands a sub-run's event to this run's records (the display, the transcript)."""
+    handed_down: Any = None
+    """`(pending, resume)`: what a sub-run of this run's last step waits for (its `path`
+    names it) and the person's input (a `loop.Resume`), while that step's tool is called
+    again to hand it down."""
 
     @property
     def cancelled(self) -> bool:
@@ -106,6 +119,8 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
 @functools.lru_cache(maxsize=512)
 def context_param(fn: Callable) -> str | None:
     """The parameter annotated RunContext, which the run fills in rather than the model."""
+    if not inspect.isroutine(fn) and not hasattr(fn, "__wrapped__"):
+        fn = type(fn).__call__  # a callable object (an agent or a remote agent as a tool)
     try:
         hints = get_type_hints(fn)
     except Exception:  # unresolvable annotations: fall back to their text

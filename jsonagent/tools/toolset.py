@@ -16,7 +16,7 @@ from ..errors import SpecError
 from .specs import ToolSpec, check_unique, load_tools
 from .tool import Tool, context_param, tool
 
-ToolLike = Any  # Tool | ToolSpec | MCPServer | callable | str | Path, or an iterable of them
+ToolLike = Any  # Tool | ToolSpec | MCPServer | A2AAgent | callable | str | Path, or an iterable of them
 
 
 def default_tools_path() -> Path:
@@ -136,10 +136,11 @@ def spec_files(path: str | Path) -> list[Path]:
 
 
 def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
-    # an MCPServer given here means its module is loaded; not importing it otherwise keeps
-    # an Agent with plain tools from paying for it (about 10 ms)
-    mcp = sys.modules.get(f"{__package__}.mcp")
+    # an MCPServer or A2AAgent given here means its module is loaded; not importing them
+    # otherwise keeps an Agent with plain tools from paying for them (about 10 ms)
+    mcp, a2a = (sys.modules.get(f"{__package__}.{name}") for name in ("mcp", "a2a"))
     MCPServer = mcp.MCPServer if mcp is not None else ()
+    A2AAgent = a2a.A2AAgent if a2a is not None else ()
 
     if isinstance(items, Toolset):
         yield from items
@@ -150,6 +151,8 @@ def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
     elif isinstance(items, MCPServer):
         if not items.is_open:
             sources.append(items)  # opened here, so closed by this toolset
+        yield from items.open()
+    elif isinstance(items, A2AAgent):
         yield from items.open()
     elif isinstance(items, (str, Path)):
         for file in spec_files(items):
@@ -171,9 +174,10 @@ def _collect(items: ToolLike, sources: list[Any]) -> Iterator[Tool]:
 def _bind(spec: ToolSpec, base: Path | None = None) -> Tool:
     """Attach the implementation: the spec's own handler, else the built-in of that name."""
     if spec.handler:
+        from .agents import bind_agent, is_agent_handler
         from .handlers import bind
 
-        fn = bind(spec, base)
+        fn = bind_agent(spec, base) if is_agent_handler(spec.handler) else bind(spec, base)
     elif spec.name in BUILTINS:
         fn = BUILTINS[spec.name]
     else:

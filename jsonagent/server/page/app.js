@@ -93,10 +93,30 @@ function onDelta(event) {
   if (event.type === "tool_name") li.querySelector(".tool").replaceChildren(el("code", null, event.name));
 }
 
+function subEvent(event) {
+  // a sub-run's event (an agent used as a tool): nested under the step that called it
+  const li = $("steps").lastElementChild;
+  if (!li) return;
+  let box = li.querySelector(".subruns");
+  if (!box) { box = el("div", "subruns"); li.append(box); }
+  let line = null;
+  if (event.type === "run_start") line = "↳ " + event.question;
+  else if (event.type === "step") line = event.tool + " " + show(event.args || {});
+  else if (event.type === "tool_result") line = "← " + show(event.observation);
+  else if (event.type === "run_end") line = "↳ " + event.status;
+  if (line === null) return;
+  const row = el("div", event.error ? "sub error" : "sub", line);
+  row.style.marginLeft = (event.depth - 1) * 1.2 + "em";
+  box.append(row);
+}
+
 function onEvent(event) {
   const steps = current.steps;
   if (event.type === "thought_delta" || event.type === "tool_name") {
-    onDelta(event);
+    // a sub-run's deltas carry its own run id: only the shown run's steps are typed into
+    if (event.run_id === current.id) onDelta(event);
+  } else if (event.depth) {
+    subEvent(event);
   } else if (event.type === "step") {
     const li = document.querySelector(`#steps li[data-step="${event.step}"]`);
     if (li) li.classList.remove("writing");
@@ -142,7 +162,7 @@ async function follow(runId) {
           if (data) {
             // keep the step list in step with what the events said
             const event = JSON.parse(data);
-            if (event.type === "step") current.steps[event.step - 1] = {thought: event.thought, args: event.args};
+            if (event.type === "step" && !event.depth) current.steps[event.step - 1] = {thought: event.thought, args: event.args};
             onEvent(event);
           }
         }

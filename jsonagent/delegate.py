@@ -1,0 +1,144 @@
+"""An agent used as a tool: each call is a sub-run of the calling run, in the same store.
+
+The sub-run is an ordinary run with a `parent_run_id` and a depth. Its events go to its own
+records and on to the parent's (the display, the transcript); its usage and steps count in
+the parent's. A question or an approval inside it pauses it, and the calling step returns a
+`Pending` whose `path` names it, so the whole tree pauses; resuming the top run calls the
+step's tool again with the input (`ctx.handed_down`), and it goes down the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from typing import Any, Iterator
+
+from .errors import ToolError
+from .notes import note
+from .session import Session
+from .state import Pending, RunState
+from .status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from .tools.specs import ToolSpec
+from .tools.tool import RunContext, Tool
+from .usage import Usage
+
+SUB_RUNS = "sub_runs"
+"""Where, in a session's scratch state, paused sub-runs wait when no store keeps them."""
+
+
+def agent_tool(agent: Any, name: str, description: str | None = None,
+               input: type | None = None) -> Tool:
+    """`Agent.as_tool`: the tool's arguments (`{"task": ...}`, or a pydantic model's fields)
+    become the sub-agent's question; its answer is the observation."""
+    if input is None:
+        params = {"type": "object", "properties": {"task": {"type": "string",
+                  "description": note("agent_task")}}, "required": ["task"]}
+    else:
+        from pydantic import TypeAdapter
+
+        params = TypeAdapter(input).json_schema()
+        params.pop("title", None)
+    spec = ToolSpec.from_dict({"name": name, "parameters": params,
+                               "description": description or note("agent_description", agent=name)},
+                              origin=f"agent:{name}")
+    return Tool(spec=spec, fn=AgentCall(agent, name, input is not None), ctx_param="ctx")
+
+
+class AgentCall:
+    """The function behind an agent used as a tool."""
+
+    stops_on_cancel = True  # the parent's cancel cancels the sub-run, which then ends
+
+    def __init__(self, agent: Any, name: str, structured: bool = False):
+        self.agent, self.name, self.structured = agent, name, structured
+        self.source = f"agent:{name}"
+        # one sub-run of this agent at a time: a server's workers share it (and its model,
+        # which need not be thread-safe); reentrant, for an agent that calls itself
+        self._lock = threading.RLock()
+
+    def __call__(self, ctx: RunContext = None, **args: Any) -> Any:  # type: ignore[assignment]
+        if ctx is None or ctx.run is None:  # called as plain Python, outside a run
+            result = self.agent.run(self._question(args))
+            if result.status != COMPLETED:
+                raise ToolError(note("subrun_ended", tool=self.name, status=result.status,
+                                     error=result.error or ""))
+            return result.answer
+        if ctx.handed_down is not None:
+            pending, resume = ctx.handed_down
+            return self._resume(ctx, pending.path[1], resume)
+        parent: RunState = ctx.run
+        limit = parent.config.get("max_depth", 3)
+        if parent.depth >= limit:
+            raise ToolError(note("subrun_too_deep", tool=self.name, limit=limit))
+        left = _left(parent)
+        if left <= 0:
+            raise ToolError(note("subrun_no_budget", tool=self.name))
+        session = Session(self._deps(left), None, ctx.store, parent=ctx)
+        return self._drive(ctx, session, session.iter(self._question(args)), None)
+
+    def _resume(self, ctx: RunContext, run_id: str, resume: Any) -> Any:
+        if ctx.store is not None:
+            info = ctx.store.load_run(run_id)
+            run: str | RunState = run_id
+            before, session_id = info.state, info.session_id
+        else:
+            before = run = ctx.state.get(SUB_RUNS, {}).pop(run_id)
+            session_id = None
+        done = len(before.steps) + before.sub_steps
+        session = Session(self._deps(done + _left(ctx.run)), session_id, ctx.store, parent=ctx)
+        events = session.iter_resume(resume.answer, resume.approved, resume.reason, run)
+        return self._drive(ctx, session, events, before)
+
+    def _deps(self, left: int):
+        deps = self.agent.deps
+        steps = max(1, min(deps.config.max_steps, left))
+        return replace(deps, config=deps.config.model_copy(update={"max_steps": steps}))
+
+    def _question(self, args: dict[str, Any]) -> str:
+        if not self.structured and set(args) == {"task"}:
+            return str(args["task"])
+        return json.dumps(args, ensure_ascii=False)
+
+    def _drive(self, ctx: RunContext, session: Session, events: Iterator[Any],
+               before: RunState | None) -> Any:
+        """Run the sub-run to its end or its pause; its records see every event."""
+        stop = ctx.cancel.on_cancel(session.cancel)
+        end = None
+        try:
+            with self._lock:
+                for end in events:
+                    pass
+        finally:
+            stop()
+            session.close()
+        state = session.last
+        _count(ctx.run, state, before)
+        result = end.result
+        if result.status == COMPLETED:
+            return result.answer
+        if result.status == NEEDS_HUMAN:
+            if ctx.store is None:
+                ctx.state.setdefault(SUB_RUNS, {})[state.run_id] = state
+            p = result.pending
+            path = [ctx.run.run_id, *(p.path or [state.run_id])]
+            return Pending(kind=p.kind, question=p.question, tool=p.tool, args=p.args, path=path)
+        if result.status == INTERRUPTED:
+            ctx.cancel.check()
+        raise ToolError(note("subrun_ended", tool=self.name, status=result.status,
+                             error=result.error or ""))
+
+
+def _left(parent: RunState) -> int:
+    """Steps the tree's budget leaves for a sub-run of `parent`'s current step."""
+    return parent.config.get("max_steps", 10) - len(parent.steps) - parent.sub_steps
+
+
+def _count(parent: RunState, sub: RunState, before: RunState | None) -> None:
+    """A sub-run's steps and usage, since it last stopped, count in its parent's."""
+    done = len(before.steps) + before.sub_steps if before is not None else 0
+    parent.sub_steps += len(sub.steps) + sub.sub_steps - done
+    was = before.usage if before is not None else Usage()
+    parent.usage.add(Usage(prompt_tokens=sub.usage.prompt_tokens - was.prompt_tokens,
+                           completion_tokens=sub.usage.completion_tokens - was.completion_tokens,
+                           cached_tokens=sub.usage.cached_tokens - was.cached_tokens))

@@ -53,9 +53,10 @@ def set_outgoing(span: Any) -> None:
 
 
 def inherited() -> str | None:
-    """The trace a process was started in (`TRACEPARENT`, as a batch sets it for its
-    workers), for its runs' spans to join."""
-    return os.environ.get("TRACEPARENT") or None
+    """The trace a new run joins: the tool call it runs inside (an agent used as a tool: its
+    span is the sub-run's parent), else the one its process was started in (`TRACEPARENT`,
+    as a batch sets it for its workers)."""
+    return outgoing_headers().get("traceparent") or os.environ.get("TRACEPARENT") or None
 
 
 def capture_content() -> bool:

@@ -193,12 +193,12 @@ def test_a_store_from_before_sub_runs_migrates_and_its_events_still_read(tmp_pat
     store = open_store(path)
     run = Agent(ScriptedModel([DONE]), store=store).run("x", session="s")
     store.close()
-    db = sqlite3.connect(path)  # back to the schema and records of migration 2
+    db = sqlite3.connect(path)  # back to the schema and records of migration 3
     db.executescript("""
         DROP INDEX runs_by_parent;
         ALTER TABLE runs DROP COLUMN parent_run_id;
         ALTER TABLE runs DROP COLUMN depth;
-        DELETE FROM _jsonagent_migrations WHERE version = 3;
+        DELETE FROM _jsonagent_migrations WHERE version = 4;
         UPDATE events SET data = json_remove(data, '$.parent_run_id', '$.depth');
         UPDATE runs SET state = json_remove(state, '$.parent_run_id', '$.depth', '$.sub_steps');
     """)

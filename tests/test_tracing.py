@@ -324,3 +324,35 @@ def test_transcripts_written_before_finish_reason_still_load():
             '"latency_s": 0.1, "json_mode": "object"}')
     event = reader().validate_json(line)
     assert isinstance(event, ModelCall) and event.finish_reason is None
+
+
+SUB_AGENTS = """
+import json
+from jsonagent import Agent
+from jsonagent.testing import ScriptedModel, step
+
+coder = Agent(model=ScriptedModel([step("GetTimeTools", {"timezone": "UTC"}, "look"),
+                                   step("TaskCompleteTool", {"output": "7"}, "done")]))
+writer = Agent(model=ScriptedModel([step("coder", {"task": "3 + 4?"}, "delegate"),
+                                    step("TaskCompleteTool", {"output": "seven"}, "done")]),
+               tools=[coder.as_tool(name="coder", description="Does arithmetic.")])
+result = writer.run("How much is 3 + 4?")
+print(json.dumps({"status": result.status, "run_id": result.run_id}))
+"""
+
+
+def test_a_real_sub_agent_is_traced_once_under_its_parents_tool_call(tmp_path, otlp):
+    """Agents as tools, end to end: the sub-run's own session traces it, once, as a child of
+    the parent's execute_tool span (its events also reach the parent's records)."""
+    result = json.loads(python(SUB_AGENTS, tmp_path))
+    assert result["status"] == "completed"
+    one_run(otlp, runs=2)
+    runs = otlp.named("invoke_agent")
+    assert len(runs) == 2, [s.name for s in otlp.spans]  # no run traced twice
+    top = next(s for s in runs if s.attributes["jsonagent.run.id"] == result["run_id"])
+    sub = next(s for s in runs if s is not top)
+    call = next(s for s in otlp.children(top) if s.name == "execute_tool coder")
+    assert (sub.trace_id, sub.parent_id) == (call.trace_id, call.span_id)
+    assert [s.name for s in otlp.children(sub)] == [
+        "chat scripted", "execute_tool GetTimeTools", "chat scripted",
+        "execute_tool TaskCompleteTool"]

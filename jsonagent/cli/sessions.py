@@ -59,7 +59,6 @@ def list_sessions(output: OutputOpt = OutputChoice.text, store: StoreOpt = None)
 @guarded
 def show(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt = None):
     """A session's runs: question, status, steps and answer, or what a paused run waits for."""
-
     store = _store(store)
     info = _session(store, name)
     runs = list(reversed(store.runs(session_id=info.id, limit=10_000)))

@@ -177,6 +177,23 @@ def test_listeners_hear_of_new_events(stores, where):
     stop()
 
 
+def test_queue_news_reaches_idle_claimers(stores, where):
+    first = stores()
+    writer = stores() if where.startswith("postgresql") else first  # SQLite: its own writes
+    told = threading.Event()
+    stop = first.on_queued(told.set)
+    time.sleep(0.3)  # the listener is connected
+    sid = writer.open_session("q")
+    paused = agent(writer, [ASK]).run("where?", session="p")
+    assert not told.wait(0.5)  # events of a run are not work to claim
+    writer.start_run(sid, lambda last: _state(writer, sid, "queued"), 0, queued=True)
+    assert told.wait(5)
+    told.clear()
+    writer.decide(paused.run_id, {"answer": "Oslo"})
+    assert told.wait(5)
+    stop()
+
+
 def test_reopening_migrates_nothing_twice(stores):
     first = stores()
     agent(first, [DONE]).run("x", session="m")

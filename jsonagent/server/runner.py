@@ -69,7 +69,7 @@ class Runner:
         """Claim runs as workers are free: first those whose driver died (this server's
         before a restart, or another node's), then the queued ones, oldest first. Waiting
         runs keep waiting."""
-        self._unlisten = self.store.listen(lambda run_id: self._news.set())
+        self._unlisten = self.store.on_queued(self._news.set)
         for n in range(self.workers):
             self._spawn(self._work, f"jsonagent-worker-{n}")
         self._spawn(self._claim, "jsonagent-claims")

@@ -158,6 +158,11 @@ class Store(Protocol):
     def record(self, event: Any, state: RunState) -> None:
         """Append an event; at a step boundary, also checkpoint the state."""
 
+    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()`, from any thread, whenever a run is queued or answered (in any
+        process sharing the store): there is work to claim. Returns the function that stops
+        it."""
+
     def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Call `callback(run_id)`, from any thread, whenever new events of a run can be
         read; returns the function that stops it. A store shared by several processes says

@@ -44,6 +44,7 @@ class PostgresStore:
         self.me = Owner.me()
         self._claims: dict[str, str] = {}  # run id -> the token of this process's claim
         self._listeners: list[Callable[[str], None]] = []
+        self._queue_listeners: list[Callable[[], None]] = []
         self._listener: Listener | None = None
         self._lock = threading.Lock()
         self._driven = Driven(self._beat, beat, "jsonagent-store-beat")
@@ -134,7 +135,8 @@ class PostgresStore:
                         state.question, owner_json(self.me), token, state.model_dump_json(),
                         queued, state.parent_run_id, state.depth))
             db.execute(f"UPDATE sessions SET updated_at = {NOW} WHERE id = %s", (session_id,))
-            self._notify(db, f"e:{state.run_id}")  # a queued run: idle nodes look
+            if queued:
+                self._notify(db, "q:")  # idle nodes look for work
             if token:
                 self._claims[state.run_id] = token
             return state
@@ -203,7 +205,7 @@ class PostgresStore:
                               "WHERE id = %s AND status = %s",
                               (QUEUED, json.dumps(decision), run_id, NEEDS_HUMAN)).rowcount == 1
             if done:
-                self._notify(db, f"e:{run_id}")
+                self._notify(db, "q:")
             return done
 
         return self.link.call(work)
@@ -298,20 +300,33 @@ class PostgresStore:
         return asked
 
     def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        return self._subscribe(self._listeners, callback)
+
+    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self._subscribe(self._queue_listeners, callback)
+
+    def _subscribe(self, listeners: list, callback: Callable) -> Callable[[], None]:
+        """One LISTEN connection a store, opened with the first subscriber."""
         with self._lock:
-            self._listeners.append(callback)
+            listeners.append(callback)
             if self._listener is None:
                 self._listener = Listener(self.link, self._deliver)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+        return lambda: listeners.remove(callback) if callback in listeners else None
 
     def _deliver(self, payload: str | None) -> None:
-        if payload is not None and payload.startswith("c:"):
-            if payload[2:] in self._claims:
+        """News from any node: `e:RUN` new events, `q:` work queued, `c:RUN` a cancel asked;
+        None after a reconnect, when news may have been missed."""
+        kind, _, run_id = (payload or "").partition(":")
+        if kind == "c":
+            if run_id in self._claims:
                 self._driven.poke()
             return
-        run_id = payload[2:] if payload else ""
-        for callback in list(self._listeners):
-            callback(run_id)
+        if kind in ("q", ""):
+            for callback in list(self._queue_listeners):
+                callback()
+        if kind in ("e", ""):
+            for callback in list(self._listeners):
+                callback(run_id)
 
     # -- reading --------------------------------------------------------------------------------
 

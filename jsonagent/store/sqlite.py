@@ -44,6 +44,7 @@ class SQLiteStore:
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
         self._listeners: list[Callable[[str], None]] = []
+        self._queue_listeners: list[Callable[[], None]] = []
         self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
     # -- schema -------------------------------------------------------------------------------
@@ -165,7 +166,10 @@ class SQLiteStore:
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             return state
 
-        return self._retry(claim, wait_s)
+        state = self._retry(claim, wait_s)
+        if queued:
+            self._queued()
+        return state
 
     def claim_run(self, run_id: str, wait_s: float = 5.0) -> RunState:
         def claim(db: sqlite3.Connection) -> RunState:
@@ -320,7 +324,10 @@ class SQLiteStore:
             cur = db.execute("UPDATE runs SET status = ?, decision = ?, updated_at = ? "
                              "WHERE id = ? AND status = ?",
                              (QUEUED, json.dumps(decision), time.time(), run_id, NEEDS_HUMAN))
-            return cur.rowcount == 1
+            decided = cur.rowcount == 1
+        if decided:
+            self._queued()
+        return decided
 
     def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
         """End a run no process is running (queued or waiting): its state says why, and a
@@ -341,6 +348,15 @@ class SQLiteStore:
         """Told of this store object's own writes: another process's are seen by looking."""
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback)
+
+    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Told of this store object's own queueing: another process's is seen by looking."""
+        self._queue_listeners.append(callback)
+        return lambda: self._queue_listeners.remove(callback)
+
+    def _queued(self) -> None:
+        for callback in list(self._queue_listeners):
+            callback()
 
     def _tell(self, run_id: str) -> None:
         for callback in list(self._listeners):

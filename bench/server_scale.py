@@ -34,6 +34,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from pg import Cluster  # noqa: E402
+from server_load import wait_all  # noqa: E402  (a run's end, read through the REST API)
 
 TOOL = "import time\n\ndef nap(seconds):\n    time.sleep(0.05)\n    return f'rested {seconds}'\n"
 SPEC = [{"name": "Nap", "description": "Rest 50 ms.", "handler": "napper:nap",
@@ -93,26 +94,6 @@ def submit(nodes: list[Node], n: int, clients: int) -> list[str]:
         return list(pool.map(one, range(n)))
 
 
-def wait_all(url: str, ids: list[str], timeout: float = 900) -> list[dict]:
-    wanted, done = set(ids), {}
-    deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=url, timeout=30) as c:
-        while wanted - done.keys():
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {len(done)} of {len(ids)} runs ended")
-            offset = 0
-            while True:
-                page = c.get("/v1/runs", params={"limit": 200, "offset": offset}).json()
-                for run in page["data"]:
-                    if run["id"] in wanted and run["status"] not in ("queued", "in_progress"):
-                        done[run["id"]] = run
-                if not page["has_more"]:
-                    break
-                offset += 200
-            time.sleep(0.2)
-    return [done[i] for i in ids]
-
-
 def driven_twice(store_where: str, ids: list[str]) -> int:
     """Runs whose events show two drivers: a broken sequence, two starts, a step twice."""
     from jsonagent.store import open_store
@@ -139,7 +120,7 @@ def measure(label: str, root: Path, store: str, n_nodes: int, runs: int, workers
         time.sleep(3)
         t0 = time.time()
         ids = submit(nodes, runs, clients)
-        done = wait_all(nodes[0].url, ids)
+        done = wait_all(nodes[0].url, ids, "completed")
     finally:
         for node in nodes:
             node.stop()

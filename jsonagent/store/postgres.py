@@ -14,7 +14,6 @@ What SQLite does with one file and process ids, this does with the database:
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from typing import Any, Callable
 
@@ -23,6 +22,8 @@ from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
 from . import Owner, RunInfo, SessionInfo
 from .driven import Driven
+from .items import Items
+from .news import News
 from .pg_link import CHANNEL, NOW, Busy, Link, Listener
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
                    session_info, waiting_message)
@@ -31,7 +32,9 @@ TAKEOVER_AFTER = 15.0
 """Seconds within which a run whose node died is taken over by another node."""
 
 
-class PostgresStore:
+class PostgresStore(Items):
+    MARK = "%s"
+
     def __init__(self, url: str, takeover_after: float | None = None, pool_size: int = 16):
         self.link = Link(url, pool_size)
         self.path = self.where = self.link.where
@@ -43,10 +46,8 @@ class PostgresStore:
         self.stale_after = 0.75 * self.takeover_after
         self.me = Owner.me()
         self._claims: dict[str, str] = {}  # run id -> the token of this process's claim
-        self._listeners: list[Callable[[str], None]] = []
-        self._queue_listeners: list[Callable[[], None]] = []
         self._listener: Listener | None = None
-        self._lock = threading.Lock()
+        self.news = News(on_first=self._hear_others)
         self._driven = Driven(self._beat, beat, "jsonagent-store-beat")
 
     def _stale(self, table: str = "") -> str:
@@ -300,18 +301,14 @@ class PostgresStore:
         return asked
 
     def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        return self._subscribe(self._listeners, callback)
+        return self.news.listen(callback)
 
     def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
-        return self._subscribe(self._queue_listeners, callback)
+        return self.news.on_queued(callback)
 
-    def _subscribe(self, listeners: list, callback: Callable) -> Callable[[], None]:
-        """One LISTEN connection a store, opened with the first subscriber."""
-        with self._lock:
-            listeners.append(callback)
-            if self._listener is None:
-                self._listener = Listener(self.link, self._deliver)
-        return lambda: listeners.remove(callback) if callback in listeners else None
+    def _hear_others(self) -> None:
+        """One LISTEN connection a store object, opened with the first subscriber."""
+        self._listener = Listener(self.link, self._deliver)
 
     def _deliver(self, payload: str | None) -> None:
         """News from any node: `e:RUN` new events, `q:` work queued, `c:RUN` a cancel asked;
@@ -322,11 +319,9 @@ class PostgresStore:
                 self._driven.poke()
             return
         if kind in ("q", ""):
-            for callback in list(self._queue_listeners):
-                callback()
+            self.news.queued()
         if kind in ("e", ""):
-            for callback in list(self._listeners):
-                callback(run_id)
+            self.news.events(run_id)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -381,25 +376,12 @@ class PostgresStore:
         rows = self.link.call(lambda db: db.execute(sql, args).fetchall())
         return [json.loads(r["data"]) for r in rows]
 
-    # -- the front ends' documents --------------------------------------------------------------
+    def _items(self, sql: str, args: tuple) -> list[dict[str, Any]]:
+        def work(db: Any) -> list[dict[str, Any]]:
+            cur = db.execute(sql, args)
+            return cur.fetchall() if cur.description else []
 
-    def put_item(self, kind: str, key: str, value: str) -> None:
-        self.link.call(lambda db: db.execute(
-            f"INSERT INTO items VALUES (%s, %s, %s, {NOW}) ON CONFLICT (kind, key) DO UPDATE "
-            "SET value = excluded.value, updated_at = excluded.updated_at", (kind, key, value)))
-
-    def get_item(self, kind: str, key: str) -> str | None:
-        row = self.link.call(lambda db: db.execute(
-            "SELECT value FROM items WHERE kind = %s AND key = %s", (kind, key)).fetchone())
-        return row["value"] if row else None
-
-    def items(self, kind: str) -> list[str]:
-        return [r["value"] for r in self.link.call(lambda db: db.execute(
-            "SELECT value FROM items WHERE kind = %s ORDER BY updated_at", (kind,)).fetchall())]
-
-    def delete_item(self, kind: str, key: str) -> None:
-        self.link.call(lambda db: db.execute(
-            "DELETE FROM items WHERE kind = %s AND key = %s", (kind, key)))
+        return self.link.call(work)
 
     def close(self) -> None:
         self._driven.close()

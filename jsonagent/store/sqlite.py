@@ -17,6 +17,8 @@ from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
+from .items import Items
+from .news import News
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
                    run_info, session_info, waiting_message)
@@ -25,7 +27,7 @@ CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
 
 
-class SQLiteStore:
+class SQLiteStore(Items):
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.RLock()  # one connection, shared by the threads of a server
@@ -43,8 +45,7 @@ class SQLiteStore:
         self._migrate(tables)
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
-        self._listeners: list[Callable[[str], None]] = []
-        self._queue_listeners: list[Callable[[], None]] = []
+        self.news = News()  # told of this object's own writes; others' are seen by looking
         self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
     # -- schema -------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ class SQLiteStore:
 
         state = self._retry(claim, wait_s)
         if queued:
-            self._queued()
+            self.news.queued()
         return state
 
     def claim_run(self, run_id: str, wait_s: float = 5.0) -> RunState:
@@ -274,7 +275,7 @@ class SQLiteStore:
                            "heartbeat_at = ? WHERE id = ?",
                            (state.model_dump_json(), state.status, now, now, state.run_id))
             del self._pending[event.run_id]
-        self._tell(event.run_id)
+        self.news.events(event.run_id)
 
     def load_run(self, run_id: str) -> RunInfo:
         rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
@@ -326,7 +327,7 @@ class SQLiteStore:
                              (QUEUED, json.dumps(decision), time.time(), run_id, NEEDS_HUMAN))
             decided = cur.rowcount == 1
         if decided:
-            self._queued()
+            self.news.queued()
         return decided
 
     def end_run(self, run_id: str, status: str, error: str, only_from: tuple[str, ...]) -> bool:
@@ -341,26 +342,14 @@ class SQLiteStore:
                        (run_id, end.seq, end.type, end.t, end.to_json()))
             db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, decision = NULL "
                        "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
-        self._tell(run_id)
+        self.news.events(run_id)
         return True
 
     def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        """Told of this store object's own writes: another process's are seen by looking."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback)
+        return self.news.listen(callback)
 
     def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Told of this store object's own queueing: another process's is seen by looking."""
-        self._queue_listeners.append(callback)
-        return lambda: self._queue_listeners.remove(callback)
-
-    def _queued(self) -> None:
-        for callback in list(self._queue_listeners):
-            callback()
-
-    def _tell(self, run_id: str) -> None:
-        for callback in list(self._listeners):
-            callback(run_id)
+        return self.news.on_queued(callback)
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
         return run_info(row, self._live(row))
@@ -378,25 +367,11 @@ class SQLiteStore:
                               (session_id,))
         return [json.loads(r["data"]) for r in rows]
 
-    # -- the front ends' documents --------------------------------------------------------------
-
-    def put_item(self, kind: str, key: str, value: str) -> None:
+    def _items(self, sql: str, args: tuple) -> list[dict[str, Any]]:
         with self._tx() as db:
-            db.execute("INSERT INTO items VALUES (?, ?, ?, ?) ON CONFLICT (kind, key) DO UPDATE "
-                       "SET value = excluded.value, updated_at = excluded.updated_at",
-                       (kind, key, value, time.time()))
-
-    def get_item(self, kind: str, key: str) -> str | None:
-        rows = self._read("SELECT value FROM items WHERE kind = ? AND key = ?", (kind, key))
-        return rows[0]["value"] if rows else None
-
-    def items(self, kind: str) -> list[str]:
-        return [r["value"] for r in self._read(
-            "SELECT value FROM items WHERE kind = ? ORDER BY updated_at", (kind,))]
-
-    def delete_item(self, kind: str, key: str) -> None:
-        with self._tx() as db:
-            db.execute("DELETE FROM items WHERE kind = ? AND key = ?", (kind, key))
+            cur = db.execute(sql, args)
+            names = [d[0] for d in cur.description or ()]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def close(self) -> None:
         self._driven.close()

@@ -67,6 +67,8 @@ class Agent:
             config.max_steps = max_steps
         if config.observation_role is None:
             config = config.model_copy(update={"observation_role": caps.observation_role})
+        if config.tool_calls is None:
+            config = config.model_copy(update={"tool_calls": caps.tool_calls})
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

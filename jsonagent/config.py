@@ -24,6 +24,10 @@ class AgentConfig(BaseModel):
     observation_role: Literal["user", "tool", "system"] | None = None
     """Role of the message that carries a tool's result back to the model. None takes the
     model's: `tool` for a local model whose chat template has a tool turn, else `user`."""
+    tool_calls: bool | None = None
+    """Send each step and its result in the endpoint's native tool-call form (an assistant
+    message with `tool_calls`, then a `tool` message). None takes the model's: on for
+    OpenAI-compatible endpoints. An endpoint that refuses it is stepped down once."""
     max_observation_chars: int = Field(8000, ge=200)
     """Longer tool results are cut in the context, with a note saying so (the run's record
     keeps them whole)."""

@@ -9,7 +9,8 @@
     │   └── Unreadable            a spec file `tools lint` cannot read or parse (exit 2)
     └── RunError                  something failed while a run was going
         ├── ModelError            the model endpoint failed after its retries
-        │   └── ResponseFormatRejected   the endpoint refused our response_format (4xx)
+        │   ├── ResponseFormatRejected   the endpoint refused our response_format (4xx)
+        │   └── ToolCallsRejected        the endpoint refused the native tool-call form (4xx)
         ├── ToolError             raised by a tool to send a clean message back to the model
         ├── HookError             a hook raised: the run ends failed, naming the hook
         ├── SessionBusy           the session has a run going, queued or waiting for a person
@@ -57,6 +58,11 @@ class ModelError(RunError):
 
 class ResponseFormatRejected(ModelError):
     pass
+
+
+class ToolCallsRejected(ModelError):
+    """The endpoint refused steps as `tool_calls` and results as `tool` messages: the loop
+    steps the run down to plain messages, as it steps down a refused JSON mode."""
 
 
 class ToolError(RunError):

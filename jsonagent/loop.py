@@ -19,8 +19,8 @@ from . import stall
 from .config import JSON_MODES
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatRejected, ToolError,
-                     UserError)
+from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatRejected,
+                     ToolCallsRejected, ToolError, UserError)
 from .hooks import ToolCall, Veto
 from .memory import Memory
 from .models import ModelReply
@@ -139,7 +139,8 @@ class Loop:
                                              self.config.thought_max_chars, without)
             # memory decides what of the history this request shows, within the budget
             view = yield from self._numbered(self.memory.fit(self.s, extra, index))
-            wire = self.style.render(view, self.config.observation_role)
+            wire = self.style.render(view, self.config.observation_role,
+                                     tool_calls=self.s.tool_calls)
             self.hooks.call("before_model", self.s)
             t0 = time.perf_counter()
             try:
@@ -150,6 +151,12 @@ class Loop:
             except ResponseFormatRejected as exc:
                 yield self._step_down(str(exc))
                 continue
+            except ToolCallsRejected as exc:
+                self.s.tool_calls = False  # said once: the plain form is not refused
+                log.warning("endpoint refused the tool-call form (%s); sending tool results "
+                            "as %s messages for the rest of the run", exc,
+                            self.config.observation_role)
+                continue
             self.memory.calibrate(self.s, wire, reply.usage)
             if self.memory.counting:  # usage says how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
@@ -159,6 +166,7 @@ class Loop:
             yield self._event(ev.ModelCall(step=index, attempt=attempt, raw=reply.text,
                                            usage=reply.usage, json_mode=self.s.json_mode,
                                            finish_reason="length" if reply.cut else "stop",
+                                           sampling=reply.sampling,
                                            latency_s=round(time.perf_counter() - t0, 4)))
             return reply
 

@@ -100,7 +100,8 @@ class Memory:
         return shown
 
     def count(self, state: RunState, messages: list[Message]) -> int:
-        wire = self.style.render(messages, self.config.observation_role)
+        wire = self.style.render(messages, self.config.observation_role,
+                                 tool_calls=state.tool_calls)
         if self.exact:
             try:
                 return self.caps.count_tokens(wire)
@@ -207,7 +208,8 @@ class Memory:
         words = max(self.budget // SUMMARY_SHARE * 3 // 4, 30)
         request = self.view(state, [Message(role="user", content=note("summary_request", words=words))],
                             end=cut)
-        wire = self.style.render(request, self.config.observation_role)
+        wire = self.style.render(request, self.config.observation_role,
+                                 tool_calls=state.tool_calls)
         model, t0 = self._summary_model(), time.perf_counter()
         summary, failure, usage = None, None, Usage()
         try:

@@ -7,6 +7,7 @@ so it stays byte-identical and the model's prefix cache stays warm.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from string import Template
 
@@ -31,7 +32,13 @@ class JsonStyle:
         return Template(template("system.md")).safe_substitute(
             more_rules=_more_rules(toolset), tools=tools).strip()
 
-    def render(self, messages: list[Message], observation_role: str = "user") -> list[WireMessage]:
+    def render(self, messages: list[Message], observation_role: str = "user", *,
+               tool_calls: bool = False) -> list[WireMessage]:
+        """With `tool_calls`, each step and its result go in the native tool-call form, so
+        the endpoint's chat template puts results where the model was trained to read them
+        (Qwen's <tool_response>, for one)."""
+        if tool_calls:
+            return _tool_call_form(messages, observation_role)
         return [{"role": observation_role if m.role == "observation" else m.role,
                  "content": m.content} for m in messages]
 
@@ -66,7 +73,9 @@ class ReactStyle:
             tools=tools, tool_names=", ".join(t.name for t in actions), answer_shape=shape,
             more_rules=_more_rules(toolset, final_rule=False)).strip()
 
-    def render(self, messages: list[Message], observation_role: str = "user") -> list[WireMessage]:
+    def render(self, messages: list[Message], observation_role: str = "user", *,
+               tool_calls: bool = False) -> list[WireMessage]:
+        """`tool_calls` is ignored: this style's steps and observations are text."""
         out: list[WireMessage] = []
         for m in messages:
             content = m.content
@@ -86,6 +95,46 @@ class ReactStyle:
         names = ", ".join(t.name for t in toolset if not t.final)
         return Template(template("react_reask.md")).safe_substitute(
             problem=problem.message, tool_names=names).strip()
+
+
+def _tool_call_form(messages: list[Message], observation_role: str) -> list[WireMessage]:
+    """A step followed by its result becomes an assistant message with `tool_calls` and a
+    `tool` message answering it. The step's JSON stays as the content: it holds the thought,
+    which the call alone would lose, and it shows the model the form it is asked to write.
+    Anything else (a re-asked raw reply, a result whose step was summarised away) keeps the
+    plain form."""
+    out: list[WireMessage] = []
+    seen: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        if m.role == "observation" and out and out[-1].get("tool_calls"):
+            out.append({"role": "tool", "tool_call_id": out[-1]["tool_calls"][0]["id"],
+                        "content": m.content})
+            continue
+        answered = i + 1 < len(messages) and messages[i + 1].role == "observation"
+        call = _call(m.content) if m.role == "assistant" and answered else None
+        if call is None:
+            out.append({"role": observation_role if m.role == "observation" else m.role,
+                        "content": m.content})
+            continue
+        # the id comes from the step itself, so every request shows the same one (and the
+        # endpoint's prompt cache keeps the prefix); a repeated step gets its count added
+        digest = hashlib.sha1(m.content.encode()).hexdigest()[:12]
+        seen[digest] = seen.get(digest, 0) + 1
+        call_id = f"call_{digest}" + (f"_{seen[digest]}" if seen[digest] > 1 else "")
+        out.append({"role": "assistant", "content": m.content, "tool_calls": [
+            {"id": call_id, "type": "function", "function": call}]})
+    return out
+
+
+def _call(content: str) -> dict | None:
+    try:
+        step = json.loads(content)
+        name, args = step["tool_name"], step["args_list"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(name, str):
+        return None
+    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
 
 
 def _more_rules(toolset: Toolset, final_rule: bool = True) -> str:

@@ -175,6 +175,7 @@ class Session:
             messages=[Message(role="system", content=deps.system_prompt), *history,
                       Message(role="user", content=text)],
             json_mode=json_mode, config=deps.config.model_dump(),
+            tool_calls=last.tool_calls if last is not None else bool(deps.config.tool_calls),
             toolset=deps.toolset.fingerprint(), tools=deps.toolset.names,
             model=deps.caps.name, origin=deps.origin,
             memory=last.memory if last is not None else MemoryState(),

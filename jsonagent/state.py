@@ -121,6 +121,9 @@ class RunState(BaseModel):
     steps: list[StepRecord] = []
     pending: Pending | None = None
     json_mode: str
+    tool_calls: bool = False
+    """The history goes in the native tool-call form (see prompt.py); False for a model
+    without it, and from the first refusal on (a state stored before it: the plain form)."""
     usage: Usage = Field(default_factory=Usage)
     stats: Stats = Field(default_factory=Stats)
     answer: Any = None

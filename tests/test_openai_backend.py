@@ -32,7 +32,11 @@ def test_request_carries_messages_and_schema_response_format():
     consts = [alt["properties"]["tool_name"]["const"] for alt in fmt["json_schema"]["schema"]["anyOf"]]
     assert consts == ["GetTimeTools", "AskHumanHelpTool", "TaskCompleteTool", "CodeInterpreterTool"]
     second = stub.requests[1]["body"]["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    call = second[2]["tool_calls"][0]
+    assert call["type"] == "function" and call["function"]["name"] == "GetTimeTools"
+    assert json.loads(second[2]["content"])["tool_name"] == "GetTimeTools"
+    assert second[3]["tool_call_id"] == call["id"]
     assert json.loads(second[3]["content"])["tool_name"] == "GetTimeTools"
     assert r.usage.prompt_tokens == 22 and r.usage.completion_tokens == 14
 

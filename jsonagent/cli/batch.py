@@ -14,7 +14,7 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
@@ -58,6 +58,7 @@ def batch(ctx: typer.Context,
           no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):

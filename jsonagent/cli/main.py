@@ -16,7 +16,7 @@ from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import EXIT, debug, guarded
 from .command import PlainCommand
-from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
                       RunOptions, SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive,
@@ -97,6 +97,7 @@ def run(ctx: typer.Context,
         no_core_tools: NoCoreToolsOpt = False,
         model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
@@ -130,6 +131,7 @@ def resume(ctx: typer.Context,
            no_core_tools: NoCoreToolsOpt = False,
            model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+           temperature: TemperatureOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
            sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
            no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
@@ -179,6 +181,7 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          no_core_tools: NoCoreToolsOpt = False,
          model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+         temperature: TemperatureOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):

@@ -54,6 +54,7 @@ class RunOptions(BaseModel):
     api_key: str | None = None
     max_steps: int = 10
     max_context_tokens: int | None = None
+    temperature: float | None = None
     json_mode: str | None = None
     prompt_style: str = "json"
     sandbox: str = "auto"
@@ -98,7 +99,8 @@ class RunOptions(BaseModel):
                              require_isolation=self.sandbox == "strict",
                              confirm=[CODE_TOOL] if self.confirm_code else [])
         model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
-                              kv_cache=not self.no_kv_cache, on_status=on_status)
+                              kv_cache=not self.no_kv_cache, on_status=on_status,
+                              temperature=self.temperature)
         return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded(), deltas=deltas)
@@ -189,6 +191,9 @@ MaxContextTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-context-tokens", min=256, metavar="N",
     help="Context budget: most tokens one request may carry; older turns are summarised "
          "to stay under it. Default: the model's window (local models), else none.")]
+TemperatureOpt = Annotated[Optional[float], typer.Option(
+    "--temperature", min=0.0, metavar="T",
+    help="Sampling temperature. Default: 0, which makes runs repeatable (endpoints too).")]
 JsonModeOpt = Annotated[Optional[JsonModeChoice], typer.Option(
     "--json-mode",
     help="How JSON is forced. Default: the model's own (object for endpoints).")]

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .exits import USAGE, fail, guarded
-from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
                       NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
@@ -50,6 +50,7 @@ def serve(ctx: typer.Context,
           no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):

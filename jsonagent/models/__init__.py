@@ -20,6 +20,9 @@ class ModelReply(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cut: bool = False
     """The reply reached its token cap before it ended (finish_reason "length")."""
+    sampling: dict[str, Any] | None = None
+    """The sampling settings this request carried, for the run's record (None: the backend
+    does not say)."""
 
 
 @runtime_checkable
@@ -34,7 +37,9 @@ class Model(Protocol):
     reply returned is the same either way. None (nobody is watching) costs nothing.
 
     Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
-    and `errors.ModelError` for anything else that is not recoverable.
+    `errors.ToolCallsRejected` when it refuses the native tool-call form (a model that
+    declares `tool_calls`), and `errors.ModelError` for anything else that is not
+    recoverable.
 
     A backend may declare what `Capabilities` lists, as attributes of the same names;
     what it leaves out takes the default there.
@@ -61,6 +66,9 @@ class Capabilities:
     """The chat role tool results are sent in: "tool" where the template has a tool turn."""
     default_json_mode: str = "object"
     """The response_format to start with (see config.JSON_MODES)."""
+    tool_calls: bool = False
+    """The model takes the native tool-call form: a step as an assistant message with
+    `tool_calls`, its result as a `tool` message with that `tool_call_id` (see prompt.py)."""
     base_url: str | None = None
     """Where an endpoint is (it names the endpoint in token estimates)."""
     stops_on_cancel: bool = False
@@ -81,8 +89,11 @@ def capabilities(model: Any) -> Capabilities:
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,
-                  api_key: str | None = None, kv_cache: bool = True, on_status=None) -> Model:
+                  api_key: str | None = None, kv_cache: bool = True, on_status=None,
+                  temperature: float | None = None) -> Model:
     """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name.
+
+    `temperature` None keeps each backend's default (0 for local and endpoint models).
 
     `kv_cache` and `on_status` (told what slow thing happens now, None when it is over) are
     for the local backend and ignored by the others.
@@ -107,7 +118,10 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
                               "there (or openai:NAME) as --model")
         from .local import LocalConfig, LocalModel
 
-        return LocalModel.from_spec(rest or None, LocalConfig(kv_cache=kv_cache), on_status)
+        sampling = {} if temperature is None else {"temperature": temperature}
+        return LocalModel.from_spec(rest or None, LocalConfig(kv_cache=kv_cache, **sampling),
+                                    on_status)
     from .openai import OpenAIModel
 
-    return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key)
+    return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key,
+                       **({} if temperature is None else {"temperature": temperature}))

@@ -8,7 +8,7 @@ import threading
 from typing import Callable
 
 from ..cancel import watching
-from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected
+from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected, ToolCallsRejected
 from . import Message, ModelReply, Usage
 
 log = logging.getLogger("jsonagent.models")
@@ -17,16 +17,27 @@ _FORMAT_STATUSES = {400, 415, 422}
 # Words servers use when they refuse a response_format (OpenAI, vLLM, llama.cpp, Ollama).
 # A 400 without them (a context overflow, a bad message) is not a reason to step down.
 _FORMAT_WORDS = ("format", "schema", "json", "grammar", "guided", "structured")
+# Words servers use when they refuse `tool` messages or `tool_calls` (a server that knows
+# only the user and assistant roles, or checks tool_call_id against a schema of its own).
+_TOOL_WORDS = ("tool", "role")
+# The in-process backend samples without a repetition penalty; llama.cpp's server adds 1.1
+# unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
+# ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
+_NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
+_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
 class OpenAIModel:
     default_json_mode = "object"
     stops_on_cancel = True  # a cancel cancels the request, closing its connection
     streams = True
+    tool_calls = True  # every OpenAI-compatible API has the tool turn; a refusal steps down
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = None,
+                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = 0.0,
                  max_tokens: int | None = None):
+        """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
+        to the server (0.8 on llama.cpp's, 1.0 on OpenAI's)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -41,6 +52,10 @@ class OpenAIModel:
         self.name = model
         self.base_url = base_url or "https://api.openai.com/v1"
         self.temperature = temperature
+        self.sampling: dict = {} if temperature is None else {"temperature": temperature}
+        """Sampling fields sent with each request; one the endpoint refuses is dropped."""
+        self.sampling_extra: dict = {} if _is_openai(self.base_url) else dict(_NO_PENALTY)
+        """The same, for fields outside OpenAI's API (sent through the SDK's extra_body)."""
         self.max_tokens = max_tokens  # a rambling model must not fill the whole context
         # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
         # Its async client, on an event loop of our own, so that a cancel of the run cancels
@@ -65,8 +80,9 @@ class OpenAIModel:
             kwargs["stop"] = stop
         if response_format is not None:
             kwargs["response_format"] = self._dialect(response_format)
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        kwargs.update(self.sampling)
+        if self.sampling_extra:
+            kwargs["extra_body"] = dict(self.sampling_extra)
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         streamed = on_delta is not None and self._streams
@@ -80,6 +96,11 @@ class OpenAIModel:
                 log.warning("%s refused a streamed request (%s %s); asking for whole replies "
                             "from now on", self.base_url, exc.status_code, detail)
                 return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
+            if self._drop_refused(exc.status_code, detail):
+                return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
+            if _refuses_tool_calls(exc.status_code, detail, messages):
+                raise ToolCallsRejected(f"{exc.status_code} for the tool-call form: "
+                                        f"{detail}") from None
             if response_format is not None and _refuses_format(exc.status_code, detail):
                 if response_format["type"] == "json_schema" and not self._schema_as_json_object:
                     self._schema_as_json_object = True  # the same schema, in the other dialect
@@ -101,7 +122,24 @@ class OpenAIModel:
             usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(u, "completion_tokens", 0) or 0,
                           cached_tokens=cached)
-        return ModelReply(text=text, usage=usage, cut=finish == "length")
+        return ModelReply(text=text, usage=usage, cut=finish == "length",
+                          sampling={**self.sampling, **self.sampling_extra})
+
+    def _drop_refused(self, status: int, detail: str) -> bool:
+        """The endpoint refused a sampling field it names (a reasoning model takes only its
+        default temperature; a strict server, an unknown field): leave it out from now on."""
+        if status not in _FORMAT_STATUSES:
+            return False
+        words = detail.lower()
+        refused = [k for k in [*self.sampling, *self.sampling_extra] if k in words]
+        for key in refused:
+            self.sampling.pop(key, None)
+            self.sampling_extra.pop(key, None)
+        if refused:
+            log.warning("%s refused %s (%s %s); sending requests without %s from now on",
+                        self.base_url, ", ".join(refused), status, detail,
+                        "them" if len(refused) > 1 else "it")
+        return bool(refused)
 
     async def _whole(self, kwargs: dict) -> tuple[str, object, str | None]:
         resp = await self._client.chat.completions.create(**kwargs)
@@ -195,6 +233,19 @@ def _refuses_streaming(status: int, detail: str) -> bool:
     """The endpoint refused `stream` (or `stream_options`): a client error naming it."""
     return 400 <= status < 500 and status not in (401, 403, 404, 429) and "stream" in detail.lower() \
         or status == 501
+
+
+def _refuses_tool_calls(status: int, detail: str, messages: list[Message]) -> bool:
+    """A client error naming tools or roles, on a request that carried the tool-call form."""
+    sent = any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+    return sent and status in _FORMAT_STATUSES and any(w in detail.lower() for w in _TOOL_WORDS)
+
+
+def _is_openai(base_url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in _OPENAI_HOSTS)
 
 
 def _refuses_format(status: int, detail: str) -> bool:

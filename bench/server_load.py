@@ -27,8 +27,9 @@ from pathlib import Path
 
 import httpx
 
-STEPS = [{"thought": f"step {n}", "tool_name": "GetTimeTools", "args_list": {"timezone": "UTC"}}
-         for n in range(4)] + [{"thought": "done", "tool_name": "TaskCompleteTool",
+# a different zone each step: the same call again would be a stall (the run ends incomplete)
+STEPS = [{"thought": f"step {n}", "tool_name": "GetTimeTools", "args_list": {"timezone": zone}}
+         for n, zone in enumerate(("UTC", "Europe/Paris", "Asia/Tokyo", "America/Lima"))] + [{"thought": "done", "tool_name": "TaskCompleteTool",
                                 "args_list": {"output": "42"}}]
 ASK = [{"thought": "ask", "tool_name": "AskHumanHelpTool",
         "args_list": {"question": "Which city?"}}]
@@ -47,24 +48,35 @@ class Server:
              "--workers", str(workers), "--model", f"scripted:{path}", "--max-steps", "10"],
             env=dict(os.environ, JSONAGENT_HOME=str(home)), start_new_session=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("the server did not come up")
+        if not came_up(self.url, 30):
+            self.stop()
+            raise SystemExit("the server did not come up")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop(self.proc, 20)
+
+
+def came_up(url: str, seconds: float) -> bool:
+    """Whether a server at `url` answers /healthz within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return False
+
+
+def stop(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to the server's process group, SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def submit(url: str, n: int, clients: int) -> list[str]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from pg import Cluster  # noqa: E402
-from server_load import wait_all  # noqa: E402  (a run's end, read through the REST API)
+from server_load import came_up, stop, wait_all  # noqa: E402
 
 TOOL = "import time\n\ndef nap(seconds):\n    time.sleep(0.05)\n    return f'rested {seconds}'\n"
 SPEC = [{"name": "Nap", "description": "Rest 50 ms.", "handler": "napper:nap",
@@ -64,24 +63,12 @@ class Node:
                                                               os.environ.get("PYTHONPATH")]))),
             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(home / "server.log", "wb"))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit(f"node {name} did not come up: {(home / 'server.log').read_text()}")
+        if not came_up(self.url, 60):
+            self.stop()
+            raise SystemExit(f"node {name} did not come up: {(home / 'server.log').read_text()}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop(self.proc, 30)
 
 
 def submit(nodes: list[Node], n: int, clients: int) -> list[str]:

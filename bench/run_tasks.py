@@ -7,6 +7,10 @@ One llama.cpp server (`python -m llama_cpp.server`) serves the model on 127.0.0.
 whole benchmark. The runs, one after another:
 
     schema, object, prompt   jsonagent's openai backend against that server, in that --json-mode
+    server-shipped           schema, as round 5 shipped it: the server's temperature and repetition
+                             penalty, tool results as the user's words
+    server-temp0, server-no-penalty, server-tool-calls   the same, with one change of round 6 alone
+                             (schema has all three)
     react                    the same, with --prompt-style react (ReAct text, no response_format)
     local-schema             jsonagent's in-process local backend (reports reused prefix tokens)
     local-thought-none, -400, -200   the same, with no cap on the thought, or 400 or 200 chars
@@ -14,7 +18,9 @@ whole benchmark. The runs, one after another:
                              virtual environment (--smol-python), with tools that call the same
                              functions (see smol_runner.py)
 
-Every run gets the same tasks, the same max steps, temperature 0 and the same scripted human.
+Runs go in the order given. Every run gets the same tasks, the same max steps and the same
+scripted human, at temperature 0 unless the run says otherwise.
+
 smolagents' environment needs jsonagent's own dependencies too, since its tools import them:
 
     python -m venv /work/venv-smol
@@ -26,6 +32,7 @@ Writes RESULTS.json (every task of every run) and RESULTS.md (summary and per-ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -44,11 +51,17 @@ from tasks.embedding import answer_text  # noqa: E402
 
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 
-RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react")
+RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react", "server-shipped",
+        "server-temp0", "server-no-penalty", "server-tool-calls", *("local-thought-none",
+        "local-thought-400", "local-thought-200"))
 LOCAL_RUNS = {"local-schema": AgentConfig().thought_max_chars, "local-thought-none": None,
               "local-thought-400": 400, "local-thought-200": 200}
 """In-process runs, by the cap on the thought each puts in the schema (the thought budget)."""
 STYLES = {"react": "react"}  # runs in a prompt style other than json; they send no response_format
+SERVER_RUNS = {  # schema-mode server runs: (temperature, no repetition penalty, tool-call form)
+    "schema": (0.0, True, True), "server-shipped": (None, False, False),
+    "server-temp0": (0.0, False, False), "server-no-penalty": (None, True, False),
+    "server-tool-calls": (None, False, True)}
 
 
 def model_path(spec: str) -> Path:
@@ -69,7 +82,8 @@ def embedded_tools(embedding) -> list:
 
 def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, transcripts: Path,
                   style: str = "json", stall_after: int | None = AgentConfig().stall_after,
-                  thought_max: int | None = AgentConfig().thought_max_chars) -> dict:
+                  thought_max: int | None = AgentConfig().thought_max_chars,
+                  tool_calls: bool | None = None) -> dict:
     transcript = transcripts / f"{run}-{task.id}.jsonl"
     transcript.unlink(missing_ok=True)
     embedding = task.embed() if task.embed else None
@@ -78,7 +92,7 @@ def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, trans
         "approve": lambda name, args: False}  # the person refuses every call put to them
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
                   config=AgentConfig(json_mode=mode, prompt_style=style, stall_after=stall_after,
-                                     thought_max_chars=thought_max),
+                                     thought_max_chars=thought_max, tool_calls=tool_calls),
                   transcript=transcript, **extra)
     start, t0 = now_utc(), time.perf_counter()
     result = agent.run(task.question)
@@ -88,7 +102,7 @@ def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, trans
     reasked_steps = {e.step for e in events if e.type == "reask"}
     answer = "" if result.answer is None else answer_text(result.answer)
     held = embedding is None or embedding.holds()
-    return {
+    return {**_cells(events),
         "task": task.id, "kind": task.kind, "framework": "jsonagent", "mode": run,
         "status": result.status,
         "success": result.status == "completed" and task.check(answer, clock) and held,
@@ -99,6 +113,28 @@ def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, trans
         "cached_tokens": result.usage.cached_tokens, "seconds": round(seconds, 2),
         "error": result.error, "json_mode_at_end": result.json_mode,
     }
+
+
+def _cells(events) -> dict:
+    """Code cells the interpreter split before running them, and cells it refused as run
+    together with no safe split (issue 30's splitter)."""
+    results = [e.observation for e in events if e.type == "tool_result" and isinstance(e.observation, dict)]
+    return {"split_cells": sum("ran" in o for o in results),
+            "refused_cells": sum("statements ran together" in str(o.get("error", "")) for o in results)}
+
+
+def rescan(path: Path) -> None:
+    """Count the split cells of a finished run from its transcripts (runs made before the
+    count was kept), then redo its summary, tables and chart."""
+    data = json.loads(path.read_text())
+    for r in data["tasks"]:
+        transcript = path.parent / "transcripts" / f"{r['mode']}-{r['task']}.jsonl"
+        if r["framework"] == "jsonagent" and transcript.exists():
+            r.update(_cells(read_journal(transcript)))
+    data["summary"] = summarise(data["tasks"])
+    path.write_text(json.dumps(data, indent=1))
+    path.with_suffix(".md").write_text(markdown(data["meta"], data["summary"], data["tasks"]))
+    chart(data["summary"], path.with_suffix(".png"))
 
 
 def summarise(records: list[dict]) -> list[dict]:
@@ -121,6 +157,10 @@ def summarise(records: list[dict]) -> list[dict]:
             "prompt_tokens": prompt, "completion_tokens": sum(r["completion_tokens"] for r in rs),
             "reused_prefix_tokens": sum(r["cached_tokens"] for r in rs),
             "reused_share": round(sum(r["cached_tokens"] for r in rs) / prompt, 3) if prompt else 0,
+            "split_cells": sum(r.get("split_cells", 0) for r in rs),
+            "refused_cells": sum(r.get("refused_cells", 0) for r in rs),
+            "split_tasks_solved": f"{sum(r['success'] for r in rs if r.get('split_cells'))}/"
+                                  f"{sum(1 for r in rs if r.get('split_cells'))}",
         })
     return rows
 
@@ -152,19 +192,26 @@ def chart(summary: list[dict], path: Path) -> None:
 
 def markdown(meta: dict, summary: list[dict], records: list[dict]) -> str:
     lines = [f"# Task benchmark: {meta['model']}", "",
-             f"{meta['tasks']} tasks, max {meta['max_steps']} steps, temperature 0, "
+             f"{meta['tasks']} tasks, max {meta['max_steps']} steps, temperature 0 (the server's own in "
+             f"server-shipped, -no-penalty and -tool-calls), "
              f"{meta['cpus']} CPUs (load average {meta['load_average_at_start'][1]:.1f} at start, "
              f"{meta['load_average_at_end'][1]:.1f} at end), llama-cpp-python {meta['llama_cpp']}, smolagents {meta.get('smolagents', '-')}, "
              f"{meta['started']}.", "",
              "| run | success | median steps | median s/task | s/step | first-try-valid steps | repairs | re-asks "
-             "| prompt tok | completion tok | reused prefix tok |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| cells split (tasks solved) / refused | prompt tok | completion tok | reused prefix tok |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         reused = f"{s['reused_prefix_tokens']} ({s['reused_share']:.0%})" if s["reused_prefix_tokens"] else "n/r"
+        cells = f"{s['split_cells']} ({s['split_tasks_solved']}) / {s['refused_cells']}" \
+            if s["run"].startswith("jsonagent") else "-"  # smolagents has no splitter
         lines.append(f"| {s['run']} | {s['success']}/{s['tasks']} ({s['success_rate']:.0%}) | {s['median_steps']} "
                      f"| {s['median_seconds']} | {s['seconds_per_step']} | {s['first_try_valid']} | {s['repairs']} "
-                     f"| {s['reasks']} | {s['prompt_tokens']} | {s['completion_tokens']} | {reused} |")
-    lines += ["", "n/r: not reported (llama-cpp-python's server does not report cached prompt tokens).", "",
+                     f"| {s['reasks']} | {cells} | {s['prompt_tokens']} "
+                     f"| {s['completion_tokens']} | {reused} |")
+    lines += ["", "cells split: code cells the interpreter split at statement boundaries before running "
+              "them (in brackets, the tasks with such a cell that were solved); refused: cells whose "
+              "statements ran together with no safe split, answered with how to write them.", "",
+              "n/r: not reported (llama-cpp-python's server does not report cached prompt tokens).", "",
               "## Per task", "",
               "| task | run | ok | status | steps | first-try-valid | repairs | re-asks | prompt tok | completion tok "
               "| reused tok | s | answer |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -189,10 +236,11 @@ def main() -> None:
     parser.add_argument("--decoder", default="llguidance", choices=["llguidance", "grammar"],
                         help="local-schema's constrained decoder")
     parser.add_argument("--no-stall", action="store_true", help="turn stall detection off (stall_after=None)")
-    parser.add_argument("--chart", type=Path, metavar="RESULTS.json", help="only draw the chart of a finished run")
+    parser.add_argument("--rescan", type=Path, metavar="RESULTS.json",
+                        help="only redo a finished run's summary, tables and chart")
     args = parser.parse_args()
-    if args.chart:
-        chart(json.loads(args.chart.read_text())["summary"], args.chart.with_suffix(".png"))
+    if args.rescan:
+        rescan(args.rescan)
         return
 
     gguf = model_path(args.model)
@@ -216,44 +264,48 @@ def main() -> None:
         (out / "RESULTS.json").write_text(json.dumps({"meta": meta, "summary": summary, "tasks": records}, indent=1))
         (out / "RESULTS.md").write_text(markdown(meta, summary, records))
 
-    # in-process first: it is freed before the server starts, so the two never share the CPUs
-    local_runs = [r for r in runs if r in LOCAL_RUNS]
-    if local_runs:
-        from jsonagent.models.local import LocalConfig, LocalModel
+    # One model at a time is busy: an idle llama.cpp server takes no CPU from the local model.
+    with contextlib.ExitStack() as held:
+        local = server = None
+        for run in runs:
+            if run == "smolagents" or run not in LOCAL_RUNS:
+                server = server or held.enter_context(LlamaServer(gguf, n_ctx=args.n_ctx, log=out / "server.log"))
+            if run == "smolagents":
+                records += run_smolagents(args, server, tasks, out, meta)
+                save()
+                continue
+            if run in LOCAL_RUNS:
+                if local is None:
+                    from jsonagent.models.local import LocalConfig, LocalModel
 
-        model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens,
-                                             decoder=args.decoder))
-        for run in local_runs:
+                    local = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=args.max_tokens,
+                                                         decoder=args.decoder))
+                    held.callback(local.close)
+                model, mode, style, knobs = local, "schema", "json", {"thought_max": LOCAL_RUNS[run]}
+            else:
+                model, mode, style, knobs = _server_model(gguf, server, run, args.max_tokens)
             for task in tasks:
-                records.append(run_jsonagent(task, model, "schema", run, args.max_steps,
-                                             transcripts, stall_after=stall_after,
-                                             thought_max=LOCAL_RUNS[run]))
+                records.append(run_jsonagent(task, model, mode, run, args.max_steps, transcripts, style,
+                                             stall_after=stall_after, **knobs))
                 _progress(records[-1])
                 save()
-        model.close()
-    server_runs = [r for r in runs if r not in LOCAL_RUNS]
-    if server_runs:
-        from jsonagent.models.openai import OpenAIModel
-
-        with LlamaServer(gguf, n_ctx=args.n_ctx, log=out / "server.log") as server:
-            for run in server_runs:
-                if run == "smolagents":
-                    records += run_smolagents(args, server, tasks, out, meta)
-                    save()
-                    continue
-                # Replies are capped, as in smolagents' run, so a rambling model cannot fill the context.
-                model = OpenAIModel(gguf.stem, base_url=server.base_url, api_key="sk-local",
-                                    temperature=0.0, max_tokens=args.max_tokens)
-                style = STYLES.get(run, "json")
-                for task in tasks:
-                    records.append(run_jsonagent(task, model, None if run in STYLES else run, run,
-                                                 args.max_steps, transcripts, style,
-                                                 stall_after=stall_after))
-                    _progress(records[-1])
-                    save()
     save()
     chart(summarise(records), out / "RESULTS.png")
     print((out / "RESULTS.md").read_text().split("## Per task")[0])
+
+
+def _server_model(gguf: Path, server, run: str, max_tokens: int):
+    """The openai backend on the server, set as the run asks: (model, json mode, style, knobs)."""
+    from jsonagent.models.openai import OpenAIModel
+
+    temperature, no_penalty, tool_calls = SERVER_RUNS.get(run, SERVER_RUNS["schema"])
+    # Replies are capped, as in smolagents' run, so a rambling model cannot fill the context.
+    model = OpenAIModel(gguf.stem, base_url=server.base_url, api_key="sk-local",
+                        temperature=temperature, max_tokens=max_tokens)
+    if not no_penalty:
+        model.sampling_extra = {}  # the server's own repetition penalty (1.1 on llama.cpp's)
+    mode = None if run in STYLES else "schema" if run in SERVER_RUNS else run
+    return model, mode, STYLES.get(run, "json"), {"tool_calls": tool_calls}
 
 
 def run_smolagents(args, server, tasks, out: Path, meta: dict) -> list[dict]:

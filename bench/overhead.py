@@ -98,6 +98,9 @@ def main() -> None:
         show("overhead per step, SQLite store", per_step(runs, store=store), 1e3, "ms")
     show("python -c 'pass' (baseline)", wall([py, "-c", "pass"], runs // 2 or 1), 1e3, "ms")
     show("import jsonagent", wall([py, "-c", "import jsonagent"], runs // 2 or 1), 1e3, "ms")
+    # the floor under the next line while configuration and records are pydantic models
+    show("  pydantic's BaseModel alone", wall([py, "-c", "from pydantic import BaseModel"],
+                                              runs // 2 or 1), 1e3, "ms")
     # the figure issue 28 sets a goal for (0.15 s): the whole process, import plus an Agent
     # with the built-in tools; its min says most on a busy machine
     agent = wall([py, "-c", "import jsonagent; from jsonagent.testing import ScriptedModel; "

@@ -11,22 +11,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator
 
-from .bridge import drain
 from .config import AgentConfig
 from .deps import RunDeps
 from .errors import ConfigError, SpecError
 from .hooks import Hooks
 from .models import Model, capabilities, resolve_model
 from .prompt import prompt_style
-from .result import RunResult
-from .session import Session
-from .state import RunState
 from .tools.toolset import Toolset, ToolLike
 
 if TYPE_CHECKING:
     import asyncio
 
     from .events import Event
+    from .result import RunResult
+    from .session import Session
+    from .state import RunState
     from .store import Store
 
 AskHuman = Callable[[str], "str | None | Awaitable[str | None]"]
@@ -137,6 +136,8 @@ class Agent:
     # -- runs ---------------------------------------------------------------------------------
 
     def run(self, question: str, *, session: str | None = None) -> RunResult:
+        from .bridge import drain
+
         return drain(self.iter(question, session=session))
 
     def iter(self, question: str, *, session: str | None = None,
@@ -165,17 +166,19 @@ class Agent:
                approve: bool | None = None, reason: str | None = None) -> RunResult:
         """Go on with a paused (or interrupted) run: `answer` a question, or `approve` a call
         (False denies it, with an optional `reason` the model reads)."""
+        from .bridge import drain
+
         return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason))
 
     def iter_resume(self, run: str | RunState, *, answer: str | None = None,
                     approve: bool | None = None, reason: str | None = None,
                     deltas: bool | None = None) -> Iterator[Event]:
-        if isinstance(run, RunState):
-            store, session_id = self.store, run.session_id
-        else:
+        if isinstance(run, str):
             store = self.store_or_default()
             session_id = store.load_run(run).session_id
-        s = Session(self.deps, session_id, store)
+        else:
+            store, session_id = self.store, run.session_id
+        s = self._open(session_id, store)
         try:
             yield from s.iter_resume(answer, approve, reason, run, deltas=deltas)
         finally:
@@ -232,6 +235,13 @@ class Agent:
         """A conversation: call `.run(text)` as often as you like. A named session is stored
         (in the agent's store, or `$JSONAGENT_HOME/jsonagent.db`) and goes on across processes."""
         store = self.store_or_default() if name is not None else self.store
+        return self._open(name, store, loop)
+
+    def _open(self, name: str | None, store: Store | None,
+              loop: asyncio.AbstractEventLoop | None = None) -> Session:
+        # the run's machinery (loop, events, envelope) loads with the first run, not with Agent()
+        from .session import Session
+
         return Session(self.deps, name, store, loop)
 
     @property
@@ -258,6 +268,8 @@ class Agent:
     @staticmethod
     def load_state(text: str) -> RunState:
         """A state saved by `save_state`; pass it to `resume`."""
+        from .state import RunState
+
         return RunState.model_validate_json(text)
 
 

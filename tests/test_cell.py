@@ -45,6 +45,28 @@ def test_no_split_inside_brackets_or_for_other_mistakes(code):
     assert cell.code == code and cell.note is None and cell.runs  # Python's own error says it
 
 
+@pytest.mark.parametrize("code", ["pip list", "print total", "numbers sorted(x)"])
+def test_words_are_not_statements_that_ran_together(code):
+    cell = prepare(code)  # splitting would run each word as a name, and fail on the first
+    assert cell.code == code and cell.note is None and cell.runs
+
+
+@pytest.mark.parametrize("code", [
+    "pip install warehouse_api",
+    "!pip install requests\nimport requests",
+    "import sys\npip3 install mathx; import mathx",
+    "python -m pip install numpy",
+])
+def test_a_shell_install_is_told_there_is_only_python_and_no_network(code):
+    cell = prepare(code)
+    assert not cell.runs and cell.note == note("code_shell_install") and cell.code == code
+
+
+def test_a_keyword_before_the_next_statement_is_still_split():
+    assert prepare("for i in range(3): pass print(i)").code == \
+        "for i in range(3): pass\nprint(i)"
+
+
 def test_split_but_still_wrong_is_told_how_to_write_it():
     cell = prepare("s = 'a' 'b' print(s) +")
     assert not cell.runs and "statements ran together at column 13" in cell.note

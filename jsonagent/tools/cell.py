@@ -10,6 +10,8 @@ model is told why. Code that compiles is never touched.
 from __future__ import annotations
 
 import io
+import keyword
+import re
 import textwrap
 import tokenize
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from ..notes import note
 
 _MAX_SPLITS = 50
+_SHELL = re.compile(r"\s*(!|%)?(pip3?|python3? -m pip|conda|apt(-get)?|uv pip)\s+install\b")
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,11 @@ def prepare(code: str) -> Cell:
     # the indent all lines share changes no cell that would have run as sent.
     code = textwrap.dedent(code)
     error = _error(code)
-    if error is None or not error.msg.startswith("invalid syntax"):
+    if error is None:
+        return Cell(code)
+    if _SHELL.match(_line(code, error.lineno)):  # not Python, and there is no network
+        return Cell(code, note("code_shell_install"), runs=False)
+    if not error.msg.startswith("invalid syntax"):
         return Cell(code)
     fixed, splits, column = code, 0, error.offset or 0
     while error is not None and splits < _MAX_SPLITS:
@@ -44,6 +51,8 @@ def prepare(code: str) -> Cell:
         lines = fixed.split("\n")
         line = lines[where[0] - 1]
         head, tail = line[: where[1]].rstrip(), line[where[1]:]
+        if head.strip().isidentifier() and not keyword.iskeyword(head.strip()):
+            break  # `pip list`, `print x`: words, not statements that ran together
         if head.endswith(":"):  # a block header whose body is a block header: no safe split
             return Cell(code, note("code_ran_together", column=column), runs=False)
         indent = line[: len(line) - len(line.lstrip())]
@@ -55,6 +64,11 @@ def prepare(code: str) -> Cell:
     if splits:  # they ran together, and the rest still does not compile: say how to write it
         return Cell(code, note("code_ran_together", column=column), runs=False)
     return Cell(code)  # another mistake: Python's own error says it best
+
+
+def _line(code: str, lineno: int | None) -> str:
+    lines = code.split("\n")
+    return lines[lineno - 1] if lineno and 0 < lineno <= len(lines) else ""
 
 
 def _error(code: str) -> SyntaxError | None:

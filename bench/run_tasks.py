@@ -11,6 +11,7 @@ whole benchmark. The runs, one after another:
                              penalty, tool results as the user's words
     server-temp0, server-no-penalty, server-tool-calls   the same, with one change of round 6 alone
                              (schema has all three)
+    server-no-tool-calls     schema without the tool-call form (results as the user's words)
     react                    the same, with --prompt-style react (ReAct text, no response_format)
     local-schema             jsonagent's in-process local backend (reports reused prefix tokens)
     local-thought-none, -400, -200   the same, with no cap on the thought, or 400 or 200 chars
@@ -52,7 +53,7 @@ from tasks.embedding import answer_text  # noqa: E402
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 
 RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react", "server-shipped",
-        "server-temp0", "server-no-penalty", "server-tool-calls", *("local-thought-none",
+        "server-temp0", "server-no-penalty", "server-tool-calls", "server-no-tool-calls", *("local-thought-none",
         "local-thought-400", "local-thought-200"))
 LOCAL_RUNS = {"local-schema": AgentConfig().thought_max_chars, "local-thought-none": None,
               "local-thought-400": 400, "local-thought-200": 200}
@@ -61,7 +62,7 @@ STYLES = {"react": "react"}  # runs in a prompt style other than json; they send
 SERVER_RUNS = {  # schema-mode server runs: (temperature, no repetition penalty, tool-call form)
     "schema": (0.0, True, True), "server-shipped": (None, False, False),
     "server-temp0": (0.0, False, False), "server-no-penalty": (None, True, False),
-    "server-tool-calls": (None, False, True)}
+    "server-tool-calls": (None, False, True), "server-no-tool-calls": (0.0, True, False)}
 
 
 def model_path(spec: str) -> Path:

@@ -239,7 +239,7 @@ class Agent:
 
     def _open(self, name: str | None, store: Store | None,
               loop: asyncio.AbstractEventLoop | None = None) -> Session:
-        # the run's machinery (loop, events, envelope) loads with the first run, not with Agent()
+        # the run's machinery (session, loop, events, journal) loads with the first run, not Agent()
         from .session import Session
 
         return Session(self.deps, name, store, loop)

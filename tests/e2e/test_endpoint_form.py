@@ -8,58 +8,38 @@ the request bodies as they went over the wire, and the replies as the server wro
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'jsonagent[local,server]')")
 
+from http_fakes import FakeAPI, Request  # noqa: E402
 from jsonagent import Agent, AgentConfig, tool  # noqa: E402
 from jsonagent.models.openai import OpenAIModel  # noqa: E402
 from jsonagent.testing import step  # noqa: E402
 
 
-class RecordingProxy:
+class RecordingProxy(FakeAPI):
     """Forwards each POST to `target` and keeps (request body, status, reply body)."""
 
     def __init__(self, target: str):
         self.exchanges: list[tuple[dict, int, dict]] = []
-        proxy = self
+        super().__init__({"/": self._forward})
+        self.target, self.url = target, self.url + "/v1"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                forward = urllib.request.Request(target + self.path, data=raw, method="POST",
-                                                 headers={"content-type": "application/json"})
-                try:
-                    with urllib.request.urlopen(forward, timeout=120) as response:
-                        status, data = response.status, response.read()
-                except urllib.error.HTTPError as exc:
-                    status, data = exc.code, exc.read()
-                proxy.exchanges.append((json.loads(raw), status, json.loads(data or b"{}")))
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def _forward(self, req: Request) -> tuple[int, dict]:
+        forward = urllib.request.Request(self.target + req.path, data=json.dumps(req.body).encode(),
+                                         method="POST", headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(forward, timeout=120) as response:
+                status, data = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, data = exc.code, exc.read()
+        reply = json.loads(data or b"{}")
+        self.exchanges.append((req.body, status, reply))
+        return status, reply
 
 
 class FirstStepGiven:

@@ -39,8 +39,7 @@ class JsonStyle:
         (Qwen's <tool_response>, for one)."""
         if tool_calls:
             return _tool_call_form(messages, observation_role)
-        return [{"role": observation_role if m.role == "observation" else m.role,
-                 "content": m.content} for m in messages]
+        return [_plain(m, observation_role) for m in messages]
 
     def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None,
                         without: str | None = None) -> dict | None:
@@ -113,8 +112,7 @@ def _tool_call_form(messages: list[Message], observation_role: str) -> list[Wire
         answered = i + 1 < len(messages) and messages[i + 1].role == "observation"
         call = _call(m.content) if m.role == "assistant" and answered else None
         if call is None:
-            out.append({"role": observation_role if m.role == "observation" else m.role,
-                        "content": m.content})
+            out.append(_plain(m, observation_role))
             continue
         # the id comes from the step itself, so every request shows the same one (and the
         # endpoint's prompt cache keeps the prefix); a repeated step gets its count added
@@ -124,6 +122,10 @@ def _tool_call_form(messages: list[Message], observation_role: str) -> list[Wire
         out.append({"role": "assistant", "content": m.content, "tool_calls": [
             {"id": call_id, "type": "function", "function": call}]})
     return out
+
+
+def _plain(m: Message, observation_role: str) -> WireMessage:
+    return {"role": observation_role if m.role == "observation" else m.role, "content": m.content}
 
 
 def _call(content: str) -> dict | None:

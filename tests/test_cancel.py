@@ -121,6 +121,36 @@ def test_a_python_tool_that_ignores_the_token_is_left_behind(slow):
     assert_cancelled(*cancel_during_tool(agent))
 
 
+LEFT_BEHIND = """
+import threading, time
+from jsonagent import Agent
+from jsonagent.testing import ScriptedModel, step
+
+started = threading.Event()
+
+def nap(seconds: float) -> str:
+    \"\"\"Sleeps, and never looks at the cancel token.\"\"\"
+    started.set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.02)
+    return "slept"
+
+agent = Agent(ScriptedModel([step("nap", {"seconds": 60})]), tools=[nap])
+threading.Thread(target=lambda: started.wait(30) and agent.cancel(), daemon=True).start()
+print(agent.run("go").status)
+"""
+
+
+def test_a_script_ends_cleanly_while_its_cancelled_python_tool_still_runs(tmp_path):
+    """The tool goes on in a daemon thread, which Python ends as the script exits; ended
+    inside pydantic's native frames (where validate_call used to call the function), that
+    aborted the process ("Aborted (core dumped)", exit 134) after the run had ended."""
+    proc = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "interrupted"), proc.stderr[-2000:]
+
+
 def test_a_python_tool_sees_the_token_through_its_context():
     stopped = threading.Event()
 

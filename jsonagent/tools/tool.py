@@ -130,7 +130,7 @@ def context_param(fn: Callable) -> str | None:
 
 def _make_tool(f: Callable, name: str | None, description: str | None, confirm: bool,
                repeatable: bool = False) -> Tool:
-    from pydantic import Field, create_model, validate_call
+    from pydantic import Field, create_model
 
     hints = get_type_hints(f, include_extras=True)
     doc_summary, doc_params = _parse_docstring(inspect.getdoc(f) or "")
@@ -152,9 +152,36 @@ def _make_tool(f: Callable, name: str | None, description: str | None, confirm: 
          "parameters": schema, "confirm": confirm, "repeatable": repeatable},
         origin=f"{f.__module__}.{f.__qualname__}",
     )
-    # pydantic turns the already-valid JSON into the annotated Python types (models, dates...).
-    call = validate_call(f) if fields else f
+    call = _Converted(f, hints) if fields else f
     return Tool(spec=spec, fn=call, ctx_param=ctx_param)
+
+
+class _Converted:
+    """`f` called with its arguments as pydantic's validate_call turns them into the annotated
+    Python types (models, dates...), but called from Python, not from within pydantic: a
+    cancelled run's tool may go on in a daemon thread until the process exits, and a thread
+    that Python ends at exit inside pydantic's native (Rust) frames aborts the process."""
+
+    def __init__(self, f: Callable, hints: dict[str, Any]):
+        from pydantic import validate_call
+
+        sig = inspect.signature(f)
+        sig = sig.replace(parameters=[p.replace(annotation=hints.get(n, p.annotation))
+                                      for n, p in sig.parameters.items()],
+                          return_annotation=inspect.Signature.empty)
+
+        def arguments(*args: Any, **kwargs: Any) -> tuple[tuple, dict]:
+            return args, kwargs
+
+        arguments.__signature__ = sig  # type: ignore[attr-defined]
+        arguments.__annotations__ = {n: h for n, h in hints.items() if n != "return"}
+        self._convert = validate_call(arguments)
+        self._f = f
+        functools.update_wrapper(self, f)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = self._convert(*args, **kwargs)
+        return self._f(*args, **kwargs)
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$", re.I)

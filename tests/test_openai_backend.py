@@ -172,3 +172,17 @@ def test_temperature_and_max_tokens_are_sent_when_set():
         Agent(model=model(stub, temperature=0.0, max_tokens=256)).run("x")
     body = stub.requests[0]["body"]
     assert body["temperature"] == 0.0 and body["max_tokens"] == 256
+
+
+def test_every_model_sends_its_requests_from_one_thread():
+    """A server or a script builds many models; each used to start an event loop thread of
+    its own that nothing ever stopped (34 of them were alive when the test suite ended)."""
+    import threading
+
+    with OpenAIStub([DONE] * 4) as stub:
+        for _ in range(4):
+            m = model(stub)
+            assert m.complete([{"role": "user", "content": "x"}], None).text == DONE
+        m.close()
+    loops = [t for t in threading.enumerate() if "openai" in t.name]
+    assert len(loops) == 1

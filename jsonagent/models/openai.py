@@ -27,6 +27,24 @@ _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 _OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
+_loop = None
+_loop_lock = threading.Lock()
+
+
+def _requests_loop():
+    """The event loop every OpenAIModel's requests run on, in a thread of its own: one for
+    the process, not one a model, which left a thread behind for every model ever built."""
+    global _loop
+    import asyncio
+
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, daemon=True,
+                             name="jsonagent openai requests").start()
+        return _loop
+
+
 class OpenAIModel:
     default_json_mode = "object"
     stops_on_cancel = True  # a cancel cancels the request, closing its connection
@@ -62,8 +80,6 @@ class OpenAIModel:
         # the request and closes its connection (the server then stops generating).
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                           max_retries=max_retries)
-        self._loop = None
-        self._loop_lock = threading.Lock()
         self._openai = openai
         # Once "json_schema" is refused, send the schema as {"type": "json_object", "schema": ...},
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
@@ -196,12 +212,7 @@ class OpenAIModel:
         import asyncio
         import concurrent.futures
 
-        with self._loop_lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, daemon=True,
-                                 name=f"openai {self.name}").start()
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        future = asyncio.run_coroutine_threadsafe(coroutine, _requests_loop())
         with watching(future.cancel):
             try:
                 return future.result()
@@ -209,11 +220,11 @@ class OpenAIModel:
                 raise Cancelled("cancelled") from None
 
     def close(self) -> None:
-        """Stop the event loop the requests run on."""
-        with self._loop_lock:
-            loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.call_soon_threadsafe(loop.stop)
+        """Close the client's connections; the model takes no requests after this."""
+        import asyncio
+
+        if _loop is not None:
+            asyncio.run_coroutine_threadsafe(self._client.close(), _loop).result(timeout=10)
 
     def _dialect(self, response_format: dict) -> dict:
         if response_format["type"] == "json_schema" and self._schema_as_json_object:

@@ -1,4 +1,6 @@
+import faulthandler
 import socket
+import sys
 
 import pytest
 
@@ -39,6 +41,14 @@ def pytest_configure(config):
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """pytest's own fault handler is off again by now; a native library that crashes while
+    the interpreter exits (one CI run ended "Aborted" after every test had passed) should
+    leave every thread's Python stack behind, not a bare exit status."""
+    faulthandler.enable(file=sys.__stderr__, all_threads=True)
 
 
 @pytest.fixture(scope="session")

@@ -350,25 +350,19 @@ def test_tasks_of_one_session_share_its_history(tmp_path):
 
 # -- Ray ---------------------------------------------------------------------------------------
 
-@pytest.fixture
-def local_ray():
-    ray = pytest.importorskip("ray")
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay short
-    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        deadline = time.monotonic() + 20
-        while _ray_processes(temp) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = _ray_processes(temp)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp, ignore_errors=True)
-        assert not left, f"Ray processes left behind: {left}"
+# A script's own process starts Ray (run_batch does it when no Ray is up) and ends after it:
+# the tests' process never hosts Ray, whose gRPC threads outlive ray.shutdown() there.
+RAY_DRIVER = """
+import json, sys
+from pathlib import Path
+from jsonagent.batch import read_tasks, run_batch
+from test_batch import make_agent
+
+tasks, out, transcripts = map(Path, sys.argv[1:4])
+summary = run_batch(read_tasks(tasks), out, make_agent, backend="ray", workers=2,
+                    task_timeout=5, transcripts=transcripts)
+print(json.dumps(summary.counts))
+"""
 
 
 def _ray_processes(temp):
@@ -376,14 +370,31 @@ def _ray_processes(temp):
     return [int(line.split()[0]) for line in out.splitlines() if temp in line]
 
 
-def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path, local_ray):
+def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path):
+    pytest.importorskip("ray")
     tasks = write_tasks(tmp_path / "t.jsonl",
                         [{"id": f"r{i}", "input": f"question {i}", "expect": "4"}
                          for i in range(12)] + [{"id": "boom", "input": "please exit"},
                                                 {"id": "slow", "input": "sleep 60"}])
     out = tmp_path / "out.jsonl"
-    summary = run_batch(tasks, out, make_agent, backend="ray", task_timeout=5,
-                        transcripts=tmp_path / "tr")
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay short
+    # Ray's workers inherit the driver's environment: this directory, to import make_agent
+    env = {**os.environ, "RAY_TMPDIR": temp,
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run([sys.executable, "-c", RAY_DRIVER, str(tasks), str(out),
+                               str(tmp_path / "tr")],
+                              capture_output=True, text=True, timeout=240, env=env)
+        deadline = time.monotonic() + 20
+        while _ray_processes(temp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _ray_processes(temp)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not left, f"Ray processes left behind: {left}"
     by_id = {r["id"]: r for r in read_results(out)}
     assert len(by_id) == 14 and len(ids_of(out)) == 14
     assert all(by_id[f"r{i}"]["status"] == "completed" and by_id[f"r{i}"]["ok"]
@@ -391,7 +402,7 @@ def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path, local_ra
     assert by_id["boom"]["status"] == "failed" and "worker crashed" in by_id["boom"]["error"]
     assert by_id["slow"]["error"] == "timed out after 5 s"
     assert by_id["r0"]["worker"].startswith("ray:")
-    assert summary.counts == {"completed": 12, "failed": 2}
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"completed": 12, "failed": 2}
     assert len(list((tmp_path / "tr").iterdir())) == 14
     # agents are built once per worker process and reused
     assert len({by_id[f"r{i}"]["worker"] for i in range(12)}) <= 4

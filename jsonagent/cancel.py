@@ -282,3 +282,23 @@ def run_coroutine(coro) -> Any:
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from inside a running loop
         return pool.submit(contextvars.copy_context().run, asyncio.run, main()).result()
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """Ctrl-C waits until the block is done, then goes on up as it would have: for work that
+    must not stop half done (an event written to some records and not the others, rich's
+    spinner half started). Only the main thread can hold signals back."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple] = []
+    old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
+        if caught and callable(old):
+            old(*caught[0])

@@ -7,11 +7,8 @@ the same events are plain lines, and `--output json` shows none of them.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -19,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import events as ev
+from ..cancel import ctrl_c_held
 from ..result import RunResult
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..store import resume_command
@@ -70,7 +68,10 @@ class Display:
             def __rich__(self) -> str:
                 return f"[dim]{escape(what)} {time.monotonic() - t0:.0f} s[/]"
 
-        with _uninterrupted():
+        # Ctrl-C waits until rich has started or stopped the spinner: half done, its state
+        # breaks the next stop (an IndexError from a render hook never pushed) instead of
+        # ending the run `interrupted`
+        with ctrl_c_held():
             self._status = self.err.status(Elapsed(), spinner="dots")
             self._status.start()
 
@@ -78,7 +79,7 @@ class Display:
         self._label = None
         status, self._status = self._status, None
         if status is not None:
-            with _uninterrupted():
+            with ctrl_c_held():
                 status.stop()
 
     # -- events -------------------------------------------------------------------------------
@@ -273,21 +274,3 @@ def _n(count: int, noun: str) -> str:
 def _brief(obj: Any) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, default=str)
     return text if len(text) <= _SHOW else text[:_SHOW] + f"… (+{len(text) - _SHOW} chars)"
-
-
-@contextlib.contextmanager
-def _uninterrupted():
-    """Ctrl-C waits until rich has started or stopped the spinner: half done, its state breaks
-    the next stop (an IndexError from a render hook never pushed) instead of ending the run
-    `interrupted`. Only the main thread can hold signals back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[tuple] = []
-    old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
-        if caught and callable(old):
-            old(*caught[0])

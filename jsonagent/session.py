@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from . import events as ev
 from . import tracing
 from .bridge import bridge, drain
-from .cancel import CancelToken, on_caller
+from .cancel import CancelToken, ctrl_c_held, on_caller
 from .journal import Journal
 from .errors import ConfigError, SessionBusy
 from .loop import Loop, Resume
@@ -235,11 +235,14 @@ class Session:
             yield event
 
     def _hand_to_records(self, event: ev.Event, state: RunState) -> None:
-        if self._spans is not None:  # first: it notes the run's span in the state it stores
-            self._spans.write(event, state)
-        if self.store is not None:
-            self.store.record(event, state)
-        self._pass_on(event)
+        # Ctrl-C waits until every record has the event: between two, the store would keep
+        # a step that the transcript lacks, or the transcript a result without its call
+        with ctrl_c_held():
+            if self._spans is not None:  # first: it notes the run's span in the state it stores
+                self._spans.write(event, state)
+            if self.store is not None:
+                self.store.record(event, state)
+            self._pass_on(event)
 
     def _pass_on(self, event: ev.Event) -> None:
         """The records beside the store, which a sub-run's events reach too (its own

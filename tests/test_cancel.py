@@ -151,6 +151,34 @@ def test_a_script_ends_cleanly_while_its_cancelled_python_tool_still_runs(tmp_pa
     assert (proc.returncode, proc.stdout.strip()) == (0, "interrupted"), proc.stderr[-2000:]
 
 
+def test_ctrl_c_while_an_event_is_recorded_waits_until_every_record_has_it(tmp_path):
+    """Ctrl-C landing while the store writes the step (here: it sends the SIGINT itself, then
+    takes a while) used to leave the step out of the store and the transcript, which then
+    had the interrupted tool's result without its call."""
+    from jsonagent import read_journal
+    from jsonagent.store import open_store
+
+    store = open_store(tmp_path / "db.sqlite")
+    record = store.record
+
+    def slow_record(event, state):
+        if event.type == "step":
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # where the KeyboardInterrupt came, before the write
+        record(event, state)
+
+    store.record = slow_record
+    transcript = tmp_path / "t.jsonl"
+    agent = Agent(ScriptedModel([step("GetTimeTools"), DONE]), store=store,
+                  transcript=transcript)
+    result = agent.run("what time is it?")
+    assert result.status == "interrupted" and result.error == "interrupted by the user"
+    kept = [e.type for e in read_journal(transcript)]
+    assert kept[-3:] == ["step", "tool_result", "run_end"]
+    assert [e["type"] for e in store.events(result.run_id)] == kept
+    store.close()
+
+
 def test_a_python_tool_sees_the_token_through_its_context():
     stopped = threading.Event()
 

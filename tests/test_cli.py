@@ -97,7 +97,8 @@ def test_interrupted_exit_130_keeps_the_transcript(tmp_path):
          "--transcript", transcript, "--model", script(tmp_path, step("wait", {"seconds": 30}))],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
-    while time.time() < deadline and not (transcript.exists() and '"step"' in transcript.read_text()):
+    # the step event itself: a model_reply line has a "step" field too
+    while time.time() < deadline and not (transcript.exists() and '"type":"step"' in transcript.read_text()):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

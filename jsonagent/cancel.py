@@ -288,17 +288,24 @@ def run_coroutine(coro) -> Any:
 def ctrl_c_held() -> Iterator[None]:
     """Ctrl-C waits until the block is done, then goes on up as it would have: for work that
     must not stop half done (an event written to some records and not the others, rich's
-    spinner half started). Only the main thread can hold signals back."""
+    spinner half started). A second Ctrl-C does not wait: the block may be stuck. Only the
+    main thread can hold signals back."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[tuple] = []
-    old = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+
+    def hold(*args: Any) -> None:
+        caught.append(args)
+        if len(caught) > 1:
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
-        if caught and callable(old):
+        if len(caught) == 1 and callable(old):
             old(*caught[0])

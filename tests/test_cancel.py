@@ -151,6 +151,27 @@ def test_a_script_ends_cleanly_while_its_cancelled_python_tool_still_runs(tmp_pa
     assert (proc.returncode, proc.stdout.strip()) == (0, "interrupted"), proc.stderr[-2000:]
 
 
+def test_ctrl_c_held_waits_for_the_block_and_a_second_ctrl_c_does_not():
+    from jsonagent.cancel import ctrl_c_held
+
+    before, done = signal.getsignal(signal.SIGINT), []
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            done.append("the block")
+    assert done == ["the block"]
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            done.append("never")  # a block stuck here is left at the second Ctrl-C
+    assert done == ["the block"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_ctrl_c_while_an_event_is_recorded_waits_until_every_record_has_it(tmp_path):
     """Ctrl-C landing while the store writes the step (here: it sends the SIGINT itself, then
     takes a while) used to leave the step out of the store and the transcript, which then

@@ -55,6 +55,24 @@ def test_tool_call_converts_json_to_python_types():
     assert distance(Point(x=0, y=0), Point(x=6, y=8)) == 10.0  # still plain Python
 
 
+def test_an_async_tool_stays_async_and_errors_name_the_function():
+    import inspect
+
+    from pydantic import ValidationError
+
+    from jsonagent.tools.handlers import sync
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    assert inspect.iscoroutinefunction(add.fn)  # what a spec handler's runner checks
+    assert sync(add.fn)(a=1, b="2") == 3
+    with pytest.raises(ValidationError, match="validation error for distance"):
+        distance({"x": 0, "y": 0}, {"x": "three", "y": 4})
+
+
 def test_tool_sphinx_docstring_and_custom_name():
     @tool(name="when", description="Parse a date.")
     def parse(day: date, ctx: RunContext) -> str:

@@ -152,36 +152,44 @@ def _make_tool(f: Callable, name: str | None, description: str | None, confirm: 
          "parameters": schema, "confirm": confirm, "repeatable": repeatable},
         origin=f"{f.__module__}.{f.__qualname__}",
     )
-    call = _Converted(f, hints) if fields else f
+    call = _converted(f, hints) if fields else f
     return Tool(spec=spec, fn=call, ctx_param=ctx_param)
 
 
-class _Converted:
+def _converted(f: Callable, hints: dict[str, Any]) -> Callable:
     """`f` called with its arguments as pydantic's validate_call turns them into the annotated
     Python types (models, dates...), but called from Python, not from within pydantic: a
     cancelled run's tool may go on in a daemon thread until the process exits, and a thread
     that Python ends at exit inside pydantic's native (Rust) frames aborts the process."""
+    from pydantic import validate_call
 
-    def __init__(self, f: Callable, hints: dict[str, Any]):
-        from pydantic import validate_call
+    sig = inspect.signature(f)
+    sig = sig.replace(parameters=[p.replace(annotation=hints.get(n, p.annotation))
+                                  for n, p in sig.parameters.items()],
+                      return_annotation=inspect.Signature.empty)
 
-        sig = inspect.signature(f)
-        sig = sig.replace(parameters=[p.replace(annotation=hints.get(n, p.annotation))
-                                      for n, p in sig.parameters.items()],
-                          return_annotation=inspect.Signature.empty)
+    def arguments(*args: Any, **kwargs: Any) -> tuple[tuple, dict]:
+        return args, kwargs
 
-        def arguments(*args: Any, **kwargs: Any) -> tuple[tuple, dict]:
-            return args, kwargs
+    arguments.__signature__ = sig  # type: ignore[attr-defined]
+    arguments.__annotations__ = {n: h for n, h in hints.items() if n != "return"}
+    arguments.__name__, arguments.__qualname__ = f.__name__, f.__qualname__  # errors name f
+    convert = validate_call(arguments)
 
-        arguments.__signature__ = sig  # type: ignore[attr-defined]
-        arguments.__annotations__ = {n: h for n, h in hints.items() if n != "return"}
-        self._convert = validate_call(arguments)
-        self._f = f
-        functools.update_wrapper(self, f)
+    if inspect.iscoroutinefunction(f):
+        @functools.wraps(f)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = convert(*args, **kwargs)
+            return await f(*args, **kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = self._convert(*args, **kwargs)
-        return self._f(*args, **kwargs)
+        return call_async
+
+    @functools.wraps(f)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = convert(*args, **kwargs)
+        return f(*args, **kwargs)
+
+    return call
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$", re.I)

@@ -186,3 +186,28 @@ def test_every_model_sends_its_requests_from_one_thread():
         m.close()
     loops = [t for t in threading.enumerate() if "openai" in t.name]
     assert len(loops) == 1
+
+
+def test_a_forked_child_gets_a_requests_thread_of_its_own():
+    """The loop's thread does not survive a fork: a child that took the parent's loop as
+    running would wait on it forever (a server forked after a request, as gunicorn's
+    --preload)."""
+    import os
+    import time
+
+    with OpenAIStub([DONE] * 2) as stub:
+        assert model(stub).complete([{"role": "user", "content": "x"}], None).text == DONE
+        pid = os.fork()
+        if pid == 0:  # the child leaves through os._exit, whatever happens
+            ok = False
+            try:
+                ok = model(stub).complete([{"role": "user", "content": "x"}], None).text == DONE
+            finally:
+                os._exit(0 if ok else 1)
+        deadline = time.monotonic() + 30
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0

@@ -31,6 +31,14 @@ _loop = None
 _loop_lock = threading.Lock()
 
 
+def _forget_loop() -> None:
+    global _loop
+    _loop = None  # a forked child has the loop but not the thread that runs it
+
+
+os.register_at_fork(after_in_child=_forget_loop)
+
+
 def _requests_loop():
     """The event loop every OpenAIModel's requests run on, in a thread of its own: one for
     the process, not one a model, which left a thread behind for every model ever built."""

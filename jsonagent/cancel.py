@@ -292,7 +292,8 @@ def ctrl_c_held() -> Iterator[None]:
     main thread can hold signals back."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     caught: list[tuple] = []
@@ -307,5 +308,8 @@ def ctrl_c_held() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
-        if len(caught) == 1 and callable(old):
-            old(*caught[0])
+        if len(caught) == 1:
+            if callable(old):
+                old(*caught[0])
+            else:  # the default action, or a handler Python did not set: theirs to take
+                signal.raise_signal(signal.SIGINT)

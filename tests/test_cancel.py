@@ -172,6 +172,34 @@ def test_ctrl_c_held_waits_for_the_block_and_a_second_ctrl_c_does_not():
     assert signal.getsignal(signal.SIGINT) is before
 
 
+HELD_AT_THE_DEFAULT_ACTION = """
+import os, signal, time
+from jsonagent.cancel import ctrl_c_held
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+with ctrl_c_held():
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    print("the block", flush=True)
+print("after it")
+"""
+
+
+def test_ctrl_c_held_keeps_an_ignored_ctrl_c_ignored_and_the_default_action_deadly():
+    from jsonagent.cancel import ctrl_c_held
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with ctrl_c_held():
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    proc = subprocess.run([sys.executable, "-c", HELD_AT_THE_DEFAULT_ACTION],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (-signal.SIGINT, "the block\n")
+
+
 def test_ctrl_c_while_an_event_is_recorded_waits_until_every_record_has_it(tmp_path):
     """Ctrl-C landing while the store writes the step (here: it sends the SIGINT itself, then
     takes a while) used to leave the step out of the store and the transcript, which then

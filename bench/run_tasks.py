@@ -52,9 +52,6 @@ from tasks.embedding import answer_text  # noqa: E402
 
 from jsonagent import Agent, AgentConfig, read_journal  # noqa: E402
 
-RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react", "server-shipped",
-        "server-temp0", "server-no-penalty", "server-tool-calls", "server-no-tool-calls", *("local-thought-none",
-        "local-thought-400", "local-thought-200"))
 LOCAL_RUNS = {"local-schema": AgentConfig().thought_max_chars, "local-thought-none": None,
               "local-thought-400": 400, "local-thought-200": 200}
 """In-process runs, by the cap on the thought each puts in the schema (the thought budget)."""
@@ -63,6 +60,8 @@ SERVER_RUNS = {  # schema-mode server runs: (temperature, no repetition penalty,
     "schema": (0.0, True, True), "server-shipped": (None, False, False),
     "server-temp0": (0.0, False, False), "server-no-penalty": (None, True, False),
     "server-tool-calls": (None, False, True), "server-no-tool-calls": (0.0, True, False)}
+RUNS = ("schema", "smolagents", "local-schema", "object", "prompt", "react",
+        *(r for r in SERVER_RUNS if r != "schema"), *(r for r in LOCAL_RUNS if r != "local-schema"))
 
 
 def model_path(spec: str) -> Path:

@@ -32,8 +32,9 @@ _loop_lock = threading.Lock()
 
 
 def _forget_loop() -> None:
-    global _loop
-    _loop = None  # a forked child has the loop but not the thread that runs it
+    global _loop, _loop_lock
+    # a forked child has the loop but not the thread that runs it, and the lock maybe held
+    _loop, _loop_lock = None, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_loop)

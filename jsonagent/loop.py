@@ -9,30 +9,23 @@ task-complete tool was called, the steps ran out, or a step waits for a person
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from . import events as ev
 from . import stall
-from .config import JSON_MODES
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import (Cancelled, JsonAgentError, ModelError, ResponseFormatRejected,
-                     ToolCallsRejected, ToolError, UserError)
+from .errors import Cancelled, JsonAgentError, ToolError, UserError
 from .hooks import ToolCall, Veto
-from .memory import Memory
-from .models import ModelReply
 from .notes import note
-from .partial import reader_for
+from .request import Requester
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
-
-log = logging.getLogger("jsonagent")
 
 Generator = Iterator[ev.Event]
 
@@ -50,18 +43,14 @@ class Loop:
     def __init__(self, deps: RunDeps, ctx: RunContext,
                  approve: Callable[[str, dict], bool | None] | None,
                  watched: Callable[[], bool] | None = None):
-        self.model, self.toolset, self.config = deps.model, deps.toolset, deps.config
+        self.toolset, self.config = deps.toolset, deps.config
         self.style, self.hooks, self.output_type = deps.style, deps.hooks, deps.output_type
         self.ctx, self.approve = ctx, approve
         self.cancel = ctx.cancel
         """Slow calls are waited on through it, so a cancel ends the wait at once."""
-        self.call_model = self.cancel.call_here if deps.caps.stops_on_cancel else self.cancel.call
         self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self._reply_note: str | None = None
-        self.watched = watched if deps.caps.streams else None
-        """Asked before each model call: is someone watching the reply as it is written?
-        Only then is it streamed, and delta events built."""
-        self.memory = Memory(self.model, self.config, self.style, self.call_model, deps.caps)
+        self.requests = Requester(deps, self.cancel, watched)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -117,7 +106,8 @@ class Loop:
         extra: list[Message] = []
         warned = self._warned_tool()
         for attempt in range(self.config.max_reasks + 1):
-            reply = yield from self._complete(extra, index, attempt, warned)
+            reply = yield from self._numbered(
+                self.requests.ask(self.s, extra, index, attempt, warned))
             parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
             if parsed.repairs:
                 self.s.stats.repairs += len(parsed.repairs)
@@ -132,80 +122,15 @@ class Loop:
                           Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed
 
-    def _complete(self, extra: list[Message], index: int, attempt: int,
-                  without: str | None = None) -> Iterator[ev.Event]:
-        while True:
-            fmt = self.style.response_format(self.s.json_mode, self.toolset,
-                                             self.config.thought_max_chars, without)
-            # memory decides what of the history this request shows, within the budget
-            view = yield from self._numbered(self.memory.fit(self.s, extra, index))
-            wire = self.style.render(view, self.config.observation_role,
-                                     tool_calls=self.s.tool_calls)
-            self.hooks.call("before_model", self.s)
-            t0 = time.perf_counter()
-            try:
-                if self.watched is not None and self.watched():
-                    reply: ModelReply = yield from self._streamed(wire, fmt, index, attempt)
-                else:
-                    reply = self.call_model(self.model.complete, wire, fmt, stop=self.style.stop)
-            except ResponseFormatRejected as exc:
-                yield self._step_down(str(exc))
-                continue
-            except ToolCallsRejected as exc:
-                self.s.tool_calls = False  # said once: the plain form is not refused
-                log.warning("endpoint refused the tool-call form (%s); sending tool results "
-                            "as %s messages for the rest of the run", exc,
-                            self.config.observation_role)
-                continue
-            self.memory.calibrate(self.s, wire, reply.usage)
-            if self.memory.counting:  # usage says how the budget was counted
-                reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
-            self.s.stats.model_calls += 1
-            self.s.usage.add(reply.usage)
-            self.hooks.call("after_model", self.s, reply)
-            yield self._event(ev.ModelCall(step=index, attempt=attempt, raw=reply.text,
-                                           usage=reply.usage, json_mode=self.s.json_mode,
-                                           finish_reason="length" if reply.cut else "stop",
-                                           sampling=reply.sampling,
-                                           latency_s=round(time.perf_counter() - t0, 4)))
-            return reply
-
-    def _streamed(self, wire: list, fmt: dict | None, index: int,
-                  attempt: int) -> Iterator[ev.Delta]:
-        """The model call, with what its reply makes known as it is written (live only)."""
-        reader = reader_for()
-        s, stop = self.s, self.style.stop
-        writing = self.cancel.stream(
-            lambda emit: self.model.complete(wire, fmt, stop=stop, on_delta=emit))
-        while True:
-            try:
-                piece = next(writing)
-            except StopIteration as done:
-                return done.value
-            for kind, value in reader.feed(piece):
-                delta = ev.DELTAS[kind](**{"name" if kind == "tool" else "text": value})
-                delta.run_id, delta.session_id, delta.step, delta.attempt = \
-                    s.run_id, s.session_id, index, attempt
-                yield delta
-
     def _numbered(self, events: Iterator[ev.Event]) -> Iterator[ev.Event]:
-        """Pass on a policy's events as this run's; return what the policy returns."""
+        """Pass on a part's events as this run's (live deltas go unnumbered); return what
+        the part returns."""
         while True:
             try:
                 event = next(events)
             except StopIteration as stop:
                 return stop.value
-            yield self._event(event)
-
-    def _step_down(self, reason: str) -> ev.JsonModeChange:
-        """The endpoint refused our response_format: use the next weaker mode from now on."""
-        if self.s.json_mode == "prompt":
-            raise ModelError(reason)
-        old = self.s.json_mode
-        self.s.json_mode = JSON_MODES[JSON_MODES.index(old) + 1]
-        log.warning("endpoint rejected json mode %r (%s); using %r for the rest of the run",
-                    old, reason, self.s.json_mode)
-        return self._event(ev.JsonModeChange(old=old, new=self.s.json_mode, reason=reason))
+            yield event if isinstance(event, ev.Delta) else self._event(event)
 
     def _act(self, record: StepRecord, decision: tuple[bool, str | None] | None = None,
              note_: str | None = None) -> Generator:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from .errors import Cancelled
+from .status import Reason
 
 log = logging.getLogger("jsonagent")
 
@@ -50,7 +51,7 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: str = Reason.CANCELLED) -> None:
         with self._lock:
             if self._event.is_set():
                 return
@@ -122,7 +123,7 @@ class CancelToken:
         try:
             return (yield from self._helped(fn))
         except GeneratorExit:
-            self.cancel("abandoned")
+            self.cancel(Reason.ABANDONED)
             raise
 
     def _helped(self, fn: Callable[[Callable[[Any], None]], Any]) -> Iterator[Any]:
@@ -150,11 +151,11 @@ class CancelToken:
                     continue
                 if kind == "raise":
                     if isinstance(value, KeyboardInterrupt):
-                        self.cancel("interrupted")
+                        self.cancel(Reason.BY_USER)
                     raise value
                 _serve(item)  # the work asked for something only this thread may do
         except KeyboardInterrupt:
-            self.cancel("interrupted")
+            self.cancel(Reason.BY_USER)
             raise
         finally:
             remove()
@@ -168,7 +169,7 @@ class CancelToken:
         try:
             result = fn(*args, **kwargs)
         except KeyboardInterrupt:
-            self.cancel("interrupted")
+            self.cancel(Reason.BY_USER)
             raise
         except BaseException:
             self.check()  # when a cancel made it fail, the cancel is what happened

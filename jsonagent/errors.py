@@ -19,6 +19,10 @@
     Cancelled (a BaseException, like KeyboardInterrupt: no `except Exception` swallows it)
                                   the run was cancelled while it waited (cancel.py)
 
+Two never leave the package: `Held` (a run another live process holds: the stores wait and
+try again, then raise SessionBusy) and `MissingRef` (a spec's dangling $ref: the spec
+loader raises a SpecError naming the file).
+
 Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
 whose text is what the model reads on the re-ask. The sandbox package has its own tree
 (`sandbox.errors`); the agent turns a sandbox that refuses to start into a ConfigError.
@@ -112,3 +116,11 @@ def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot read{' ' + what if what else ''}: {exc.strerror or exc}") from None
+
+
+class Held(Exception):
+    """The run or session is another live process's for now (never leaves the stores)."""
+
+
+class MissingRef(Exception):
+    """args[0]: the JSON pointer of a spec's dangling $ref (never leaves the spec loader)."""

@@ -23,7 +23,8 @@ from .notes import note
 from .request import Requester
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
-from .status import COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED
+from .status import (COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED,
+                     Reason)
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 
@@ -64,9 +65,9 @@ class Loop:
                 yield from self._resume(resume or Resume())
             yield from self._steps()
         except KeyboardInterrupt:
-            yield from self._interrupted("interrupted by the user", "interrupted")
+            yield from self._interrupted(Reason.BY_USER, "tool_interrupted")
         except Cancelled:
-            yield from self._interrupted(self.cancel.reason or "cancelled", "cancelled")
+            yield from self._interrupted(self.cancel.reason or Reason.CANCELLED, "tool_cancelled")
         except JsonAgentError as exc:
             yield self._end(FAILED, error=str(exc))
         except Exception as exc:  # a bug: record the end, then let it surface
@@ -80,8 +81,8 @@ class Loop:
                 yield from self._act(s.steps[-1])
                 continue
             if len(s.steps) + s.sub_steps >= self.config.max_steps:  # sub-runs' steps count
-                yield self._end(MAX_STEPS, error=f"stopped after {self.config.max_steps} steps "
-                                "without calling " + self.toolset.final.name)
+                yield self._end(MAX_STEPS, error=Reason.max_steps(self.config.max_steps,
+                                                                  self.toolset.final.name))
                 return
             self.cancel.check()
             t0 = time.perf_counter()
@@ -184,9 +185,8 @@ class Loop:
                               final=self.toolset.final.name))
         yield self._tool_result(record, " ".join(filter(None, notes)) or None)
         if verdict is not None and verdict.action == "stop":
-            yield self._end(STALLED, error=f"the model repeated itself (the same {verdict.kind} "
-                            f"{verdict.count} times): {record.tool} "
-                            f"{json.dumps(record.args, ensure_ascii=False)}",
+            call = f"{record.tool} {json.dumps(record.args, ensure_ascii=False)}"
+            yield self._end(STALLED, error=Reason.stalled(verdict.kind, verdict.count, call),
                             repeated={"tool": record.tool, "args": record.args})
 
     def _warned_tool(self) -> str | None:

@@ -21,7 +21,7 @@ from .loop import Loop, Resume
 from .notes import note
 from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
-from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING
+from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING, Reason
 from .tools.tool import RunContext
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Session:
         if self._journal is not None:
             self._journal.close()
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: str = Reason.CANCELLED) -> None:
         """Stop the run in progress now, from any thread: the loop stops waiting, and the
         tool or model call in flight is stopped (see cancel.py). A run not yet started
         stops before its first step."""
@@ -262,7 +262,7 @@ def _closed(last: RunState) -> list[Message]:
     if last.status != COMPLETED and last.pending is None and history \
             and history[-1].role == "assistant":
         tool = json.loads(history[-1].content).get("tool_name", "")
-        body = {"tool_name": tool, "response": {"error": note("interrupted")}}
+        body = {"tool_name": tool, "response": {"error": note("tool_interrupted")}}
         history = [*history, Message(role="observation", content=json.dumps(body))]
     return history
 

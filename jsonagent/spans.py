@@ -24,7 +24,7 @@ from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import events as ev
-from .status import COMPLETED, NEEDS_HUMAN
+from .status import COMPLETED, NEEDS_HUMAN, Reason
 
 SCOPE = "jsonagent"
 _EXC_NAME = re.compile(r"^([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Timeout)): ")
@@ -87,7 +87,7 @@ class SpanBuilder:
         for run_id in list(self.runs):
             run = self.runs.pop(run_id)
             self._end_tool(run, None)
-            run.span.set_attribute("jsonagent.run.status", "abandoned")
+            run.span.set_attribute("jsonagent.run.status", Reason.ABANDONED)
             run.span.end()
         self._outgoing(None)
 

@@ -13,7 +13,9 @@
 | expired                         | expired         | FAILED         | –   |
 
 A run whose process died while `running` is shown `interrupted` (`in_progress` on the server
-that owns it, which takes it over). New statuses are added here and nowhere else.
+that owns it, which takes it over). New statuses are added here and nowhere else, and so are
+the reasons a run stops short (`Reason`): a cancel's reason, a run's `error`, what the store
+records for a run ended where it sat.
 """
 
 from __future__ import annotations
@@ -78,3 +80,35 @@ def server_status(status: str) -> str:
 def exit_code(status: str) -> int:
     code = TABLE[status].exit_code
     return 1 if code is None else code
+
+
+class Reason:
+    """Why a run stopped short, spelled once. The plain ones are a cancel's reason as it was
+    given (`CancelToken.cancel(Reason.CANCELLED)`); the ones with figures are built here."""
+
+    CANCELLED = "cancelled"
+    """Someone stopped it: `agent.cancel`, the server's or A2A's cancel, its parent's cancel."""
+    BY_USER = "interrupted by the user"
+    """Ctrl-C in the process that drives it."""
+    ABANDONED = "abandoned"
+    """Whoever read its events stopped reading them."""
+    TAKEN_OVER = "taken over by another node"
+    """Its node lost its claim (cut off from the database past the takeover time)."""
+
+    @staticmethod
+    def timed_out(seconds: float) -> str:
+        """A batch task past its `--task-timeout`."""
+        return f"timed out after {seconds:g} s"
+
+    @staticmethod
+    def unanswered(seconds: float) -> str:
+        """A served run that waited for a person past `--expire-after` (expired)."""
+        return f"no answer within {seconds:g} s"
+
+    @staticmethod
+    def max_steps(limit: int, final: str) -> str:
+        return f"stopped after {limit} steps without calling {final}"
+
+    @staticmethod
+    def stalled(kind: str, count: int, call: str) -> str:
+        return f"the model repeated itself (the same {kind} {count} times): {call}"

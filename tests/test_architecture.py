@@ -91,3 +91,13 @@ def test_the_run_statuses_are_spelled_in_status_py_only():
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if spelled.search(line) and not words.search(line)]
     assert not found, found
+
+
+def test_the_reasons_a_run_stops_are_spelled_in_status_py_only():
+    spelled = re.compile(r"""["'](cancelled|abandoned|interrupted by the user|"""
+                         r"""taken over by another node)["']|steps without calling|"""
+                         r"""repeated itself \(""")
+    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in SOURCES
+             if p.name != "status.py" and "jsonagent" in p.parts
+             for n, line in enumerate(p.read_text().splitlines(), 1) if spelled.search(line)]
+    assert not found, found

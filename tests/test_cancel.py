@@ -100,7 +100,7 @@ def cancel_during_tool(agent: Agent, question: str = "go"):
 
 def assert_cancelled(result, seconds):
     assert result.status == "interrupted" and result.error == "cancelled"
-    assert result.steps[-1].observation == {"error": note("cancelled")}
+    assert result.steps[-1].observation == {"error": note("tool_cancelled")}
     assert seconds < 3, seconds
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..errors import BatchError, RunError, UserError
-from ..status import COMPLETED, FAILED, INTERRUPTED
+from ..status import COMPLETED, FAILED, INTERRUPTED, Reason
 from .files import Task, TaskResult, transcript_path
 
 _HUNG_AFTER = 10.0
@@ -50,7 +50,7 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         line.run_id, line.session_id = result.run_id or None, result.session_id or None
         line.status = result.status
         if timed_out and result.status == INTERRUPTED:
-            line.status, line.error = FAILED, f"timed out after {timeout:g} s"
+            line.status, line.error = FAILED, Reason.timed_out(timeout)
     except Exception as exc:
         line.error = f"{type(exc).__name__}: {exc}"
     if task.expect is not None:
@@ -167,7 +167,7 @@ def dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Backe
                     s.task = None
                     emit(TaskResult(**msg[1]))
                 elif s.task and limit and now - s.started >= limit:
-                    slots[i] = replace(s, f"timed out after {timeout:g} s")
+                    slots[i] = replace(s, Reason.timed_out(timeout))
             slots = [s for s in slots if s is not None]
     finally:
         for s in slots:

@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..cancel import watching
 from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected, ToolCallsRejected
+from ..status import Reason
 from . import Message, ModelReply, Usage
 
 log = logging.getLogger("jsonagent.models")
@@ -226,7 +227,7 @@ class OpenAIModel:
             try:
                 return future.result()
             except concurrent.futures.CancelledError:
-                raise Cancelled("cancelled") from None
+                raise Cancelled(Reason.CANCELLED) from None
 
     def close(self) -> None:
         """Close the client's connections; the model takes no requests after this."""

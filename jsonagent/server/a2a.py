@@ -26,7 +26,7 @@ from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
                        TaskState)
 
 from ..errors import Conflict, SessionBusy, Unknown
-from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, Reason
 from ..events import ThoughtDelta
 from .a2a_tasks import StoredTasks, remember_run, run_of
 from .live import until_either
@@ -147,7 +147,7 @@ class RunExecutor(AgentExecutor):
             asked = pending.question if pending.kind == "question" else None
             await updater.requires_input(say(asked or approval_question(pending)))
         elif status == INTERRUPTED:
-            await updater.cancel(say(event.get("error") or "cancelled"))
+            await updater.cancel(say(event.get("error") or Reason.CANCELLED))
         else:  # max_steps, stalled, failed, expired
             await updater.failed(say(f"{status}: {event.get('error') or ''}".rstrip(": ")))
 
@@ -159,7 +159,7 @@ class RunExecutor(AgentExecutor):
             except (Conflict, Unknown):
                 pass
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        await updater.cancel(updater.new_agent_message([new_text_part("cancelled")]))
+        await updater.cancel(updater.new_agent_message([new_text_part(Reason.CANCELLED)]))
 
 
 def agent_card(runner: Runner, base_url: str, token: str | None = None) -> AgentCard:

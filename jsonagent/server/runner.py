@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import ConfigError, Conflict, SessionBusy, StoreDown, Unknown
 from ..events import Delta
 from ..session import Session
-from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL,
+from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL, Reason,
                       server_status)
 from .live import Live
 
@@ -139,23 +139,23 @@ class Runner:
             active = self._active.get(run_id)
             if active is None:
                 idle = (QUEUED, NEEDS_HUMAN)
-                if self.store.end_run(run_id, INTERRUPTED, "cancelled", idle):
+                if self.store.end_run(run_id, INTERRUPTED, Reason.CANCELLED, idle):
                     self._end_sub_runs(run_id)
                     return
-                if self.store.request_cancel(run_id, "cancelled"):
+                if self.store.request_cancel(run_id, Reason.CANCELLED):
                     return
                 if self.get(run_id).orphaned:
-                    self.store.end_run(run_id, INTERRUPTED, "cancelled", (RUNNING,))
+                    self.store.end_run(run_id, INTERRUPTED, Reason.CANCELLED, (RUNNING,))
                     return
                 raise Conflict(f"run {run_id} has just ended")
         active.cancel()
-        if self.store.end_run(run_id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):  # paused just now
+        if self.store.end_run(run_id, INTERRUPTED, Reason.CANCELLED, (NEEDS_HUMAN,)):  # paused just now
             self._end_sub_runs(run_id)
 
     def _end_sub_runs(self, run_id: str) -> None:
         """A paused tree is cancelled as a whole: its waiting sub-runs end with it."""
         for sub in self.store.sub_runs(run_id):
-            if self.store.end_run(sub.id, INTERRUPTED, "cancelled", (NEEDS_HUMAN,)):
+            if self.store.end_run(sub.id, INTERRUPTED, Reason.CANCELLED, (NEEDS_HUMAN,)):
                 self._end_sub_runs(sub.id)
 
     # -- workers ------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ class Runner:
             try:
                 for info in self.store.runs(status=NEEDS_HUMAN, served=True, limit=10 ** 9):
                     if info.updated_at < cutoff and self.store.end_run(
-                            info.id, EXPIRED, f"no answer within {self.expire_after:g} s",
+                            info.id, EXPIRED, Reason.unanswered(self.expire_after),
                             (NEEDS_HUMAN,)):
                         self._end_sub_runs(info.id)
             except StoreDown:

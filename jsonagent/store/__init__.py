@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 from ..errors import SessionBusy
 from ..home import home
 from ..state import RunState
+from ..status import Reason
 
 
 STORE_ENV = "JSONAGENT_STORE"
@@ -146,7 +147,7 @@ class Store(Protocol):
         heartbeat, and call `stop(reason)` when another process asks to cancel it
         (`request_cancel`) or has taken it over."""
 
-    def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+    def request_cancel(self, run_id: str, reason: str = Reason.CANCELLED) -> bool:
         """Ask the process driving `run_id` to stop it; False when no live process does."""
 
     def decide(self, run_id: str, decision: dict[str, Any]) -> bool:

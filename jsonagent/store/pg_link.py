@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, TypeVar
 
-from ..errors import ConfigError, SessionBusy, StoreDown
+from ..errors import ConfigError, Held, SessionBusy, StoreDown
 from .pg_schema import SCHEMA, migrate
 
 log = logging.getLogger("jsonagent.store")
@@ -96,13 +96,13 @@ class Link:
             return result
 
     def claim(self, work: Callable[[Any], T], wait_s: float) -> T:
-        """`work` until it stops raising Busy (another live process has the run), for up
+        """`work` until it stops raising Held (another live process has the run), for up
         to `wait_s` seconds; SessionBusy then."""
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 return self.call(work)
-            except Busy as exc:
+            except Held as exc:
                 if time.monotonic() >= deadline:
                     raise SessionBusy(f"session busy: {exc}") from None
                 time.sleep(0.1)
@@ -129,10 +129,6 @@ class Link:
 
     def close(self) -> None:
         self.pool.close()
-
-
-class Busy(Exception):
-    """The run or session is another live process's for now."""
 
 
 class Listener:

@@ -17,14 +17,14 @@ import json
 import uuid
 from typing import Any, Callable
 
-from ..errors import ConfigError, Conflict, SessionBusy
+from ..errors import ConfigError, Conflict, Held, SessionBusy
 from ..state import RunState
-from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
+from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionInfo
 from .driven import Driven
 from .items import Items
 from .news import News
-from .pg_link import CHANNEL, NOW, Busy, Link, Listener
+from .pg_link import CHANNEL, NOW, Link, Listener
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
                    session_info, waiting_message)
 
@@ -197,7 +197,7 @@ class PostgresStore(Items):
 
     def _check_gone(self, db: Any, row: dict[str, Any]) -> None:
         if not row["stale"]:
-            raise Busy(f"run {row['id']} is running (its node still beats)")
+            raise Held(f"run {row['id']} is running (its node still beats)")
         db.execute("UPDATE runs SET status = %s WHERE id = %s", (INTERRUPTED, row["id"]))
 
     def decide(self, run_id: str, decision: dict[str, Any]) -> bool:
@@ -282,11 +282,11 @@ class PostgresStore(Items):
             return {r["id"]: r["cancel_requested"] for r in rows}
 
         beating = self.link.call(work, patience=0)
-        stop = {r: "taken over by another node" for r in run_ids if r not in beating}
+        stop = {r: Reason.TAKEN_OVER for r in run_ids if r not in beating}
         stop.update({r: why for r, why in beating.items() if why})
         return stop
 
-    def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+    def request_cancel(self, run_id: str, reason: str = Reason.CANCELLED) -> bool:
         def work(db: Any) -> bool:
             asked = db.execute(f"UPDATE runs SET cancel_requested = %s WHERE id = %s AND "
                                f"status = %s AND NOT {self._stale()}",

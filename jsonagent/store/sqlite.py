@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Held
 from ..state import RunState
-from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING
+from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
 from .items import Items
@@ -229,7 +229,7 @@ class SQLiteStore(Items):
                           "AND cancel_requested IS NOT NULL", tuple(run_ids))
         return {r["id"]: r["cancel_requested"] for r in rows}
 
-    def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+    def request_cancel(self, run_id: str, reason: str = Reason.CANCELLED) -> bool:
         with self._tx() as db:
             row = db.execute("SELECT owner, heartbeat_at FROM runs WHERE id = ? AND status = ?",
                              (run_id, RUNNING)).fetchone()
@@ -245,7 +245,7 @@ class SQLiteStore(Items):
         died is marked interrupted, so it can be resumed when someone asks."""
         who = owner(text)
         if who.alive(beat):
-            raise _Busy(f"run {run_id} is running (pid {who.pid} on {who.host})")
+            raise Held(f"run {run_id} is running (pid {who.pid} on {who.host})")
         db.execute("UPDATE runs SET status = ? WHERE id = ?", (INTERRUPTED, run_id))
 
     def _retry(self, claim: Callable[[sqlite3.Connection], RunState], wait_s: float) -> RunState:
@@ -254,7 +254,7 @@ class SQLiteStore(Items):
             try:
                 with self._tx() as db:
                     return claim(db)
-            except _Busy as exc:
+            except Held as exc:
                 if time.monotonic() >= deadline:
                     raise SessionBusy(f"session busy: {exc}") from None
                 time.sleep(0.05)
@@ -377,7 +377,3 @@ class SQLiteStore(Items):
         self._driven.close()
         with self._lock:
             self._db.close()
-
-
-class _Busy(Exception):
-    pass

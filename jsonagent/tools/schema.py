@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import MissingRef
+
 PYTHON_TYPES = {
     "str": "string",
     "int": "integer",
@@ -88,10 +90,6 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
 class _Recursive(Exception):
     pass
-
-
-class MissingRef(Exception):
-    """args[0]: JSON pointer of the dangling $ref."""
 
 
 def brief_parameters(params: dict[str, Any]) -> dict[str, Any]:

@@ -23,9 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import SpecError, read_text
+from ..errors import MissingRef, SpecError, read_text
 from .schema import (
-    MissingRef,
     brief_parameters,
     brief_schema,
     got,

@@ -15,6 +15,7 @@ ignores the token finishes in the background; the run does not wait for it.
 from __future__ import annotations
 
 import contextvars
+import os
 import logging
 import queue
 import threading
@@ -43,19 +44,21 @@ class CancelToken:
     def __init__(self) -> None:
         self.reason = ""
         self._event = threading.Event()
+        self._set = False  # the event's flag, read without a call: checked several times a step
         self._lock = threading.Lock()
         self._callbacks: dict[object, Callable[[], Any]] = {}
         self._helper: _Helper | None = None
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
     def cancel(self, reason: str = Reason.CANCELLED) -> None:
         with self._lock:
             if self._event.is_set():
                 return
             self.reason = reason
+            self._set = True
             self._event.set()
             callbacks, self._callbacks = list(self._callbacks.values()), {}
         for stop in callbacks:
@@ -99,7 +102,7 @@ class CancelToken:
         return core_schema.is_instance_schema(cls)
 
     def check(self) -> None:
-        if self._event.is_set():
+        if self._set:
             raise Cancelled(self.reason)
 
     # -- slow work in the run's helper thread -------------------------------------------------
@@ -129,19 +132,20 @@ class CancelToken:
     def _helped(self, fn: Callable[[Callable[[Any], None]], Any]) -> Iterator[Any]:
         self.check()
         if self._helper is None:
-            self._helper = _Helper(self)
+            self._helper = _Helper.take()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         remove = self.on_cancel(lambda: inbox.put(_CANCELLED))
         context = contextvars.copy_context()  # the caller's context vars reach the work
         def emit(item: Any) -> None:  # from the work's thread, or any other it uses
             inbox.put(("item", item))
 
-        self._helper.tasks.put((context, fn, (emit,), {}, inbox))
+        self._helper.tasks.put((self, context, fn, emit, inbox))
         try:
             while True:
                 item = inbox.get()
                 if item is _CANCELLED:
-                    self._helper = None  # it finishes the abandoned call, then ends
+                    helper, self._helper = self._helper, None
+                    helper.tasks.put(_STOP)  # it finishes the abandoned call, then ends
                     raise Cancelled(self.reason)
                 kind, value = item[0], item[1]
                 if kind == "done":
@@ -180,31 +184,51 @@ class CancelToken:
         return result
 
     def close(self) -> None:
-        """The run is over: let its helper thread end."""
+        """The run is over: its helper thread waits for another run's work, or ends."""
         helper, self._helper = self._helper, None
         if helper is not None:
-            helper.tasks.put(_STOP)
+            helper.put_back()
 
 
 class _Helper:
-    """One thread per run that runs its slow calls, one at a time, in the caller's context."""
+    """A thread that runs one run's slow calls, one at a time, in the caller's context. An
+    ended run's helper waits for the next run's (starting a thread costs about 0.2 ms, a
+    run of a few fast steps hardly more); one left with an abandoned call never comes back."""
 
-    def __init__(self, token: CancelToken) -> None:
-        self.token = token
+    IDLE_MAX = 4
+    idle: list[_Helper] = []
+
+    def __init__(self) -> None:
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._work, name="jsonagent-run-helper", daemon=True).start()
 
+    @classmethod
+    def take(cls) -> _Helper:
+        try:
+            return cls.idle.pop()
+        except IndexError:
+            return cls()
+
+    def put_back(self) -> None:
+        if len(self.idle) < self.IDLE_MAX:
+            self.idle.append(self)
+        else:
+            self.tasks.put(_STOP)
+
     def _work(self) -> None:
         while (task := self.tasks.get()) is not _STOP:
-            context, fn, args, kwargs, inbox = task
-            context.run(_current.set, self.token)
+            token, context, fn, emit, inbox = task
+            context.run(_current.set, token)
             context.run(_caller.set, inbox)
             try:
-                inbox.put(("done", context.run(fn, *args, **kwargs)))
+                inbox.put(("done", context.run(fn, emit)))
             except BaseException as exc:  # handed to the waiting thread, which raises it
                 inbox.put(("raise", exc))
-            if self.token.cancelled:
-                return
+            del task, token, context, fn, emit, inbox  # an idle helper keeps no run alive
+
+
+# a forked child has the idle helpers but not their threads
+os.register_at_fork(after_in_child=_Helper.idle.clear)
 
 
 def _serve(item: tuple) -> None:
@@ -283,34 +307,3 @@ def run_coroutine(coro) -> Any:
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from inside a running loop
         return pool.submit(contextvars.copy_context().run, asyncio.run, main()).result()
-
-
-@contextmanager
-def ctrl_c_held() -> Iterator[None]:
-    """Ctrl-C waits until the block is done, then goes on up as it would have: for work that
-    must not stop half done (an event written to some records and not the others, rich's
-    spinner half started). A second Ctrl-C does not wait: the block may be stuck. Only the
-    main thread can hold signals back."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield
-        return
-    caught: list[tuple] = []
-
-    def hold(*args: Any) -> None:
-        caught.append(args)
-        if len(caught) > 1:
-            raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
-        if len(caught) == 1:
-            if callable(old):
-                old(*caught[0])
-            else:  # the default action, or a handler Python did not set: theirs to take
-                signal.raise_signal(signal.SIGINT)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from . import events as ev
 from . import tracing
 from .bridge import bridge, drain
-from .cancel import CancelToken, ctrl_c_held, on_caller
+from .cancel import CancelToken, on_caller
+from .ctrlc import ctrl_c_held, ctrl_c_watched
 from .journal import Journal
 from .errors import ConfigError, SessionBusy
 from .loop import Loop, Resume
@@ -205,7 +206,8 @@ class Session:
         release = self.store.drive(state.run_id, token.cancel) if self.store is not None \
             else None
         try:
-            yield from self._recorded(events, state)
+            with ctrl_c_watched():  # once for the run: a held block then costs next to nothing
+                yield from self._recorded(events, state)
         finally:
             if release is not None:
                 release()

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import events as ev
-from ..cancel import ctrl_c_held
+from ..ctrlc import ctrl_c_held
 from ..result import RunResult
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from ..store import resume_command

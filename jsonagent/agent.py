@@ -57,7 +57,7 @@ class Agent:
                  sandbox_factory: Callable[[], Any] | None = None,
                  origin: dict[str, Any] | None = None):
         model = model if model is not None and not isinstance(model, str) \
-            else resolve_model(model)
+            else resolve_model(model, reply_tokens=config.reply_tokens if config else None)
         caps = capabilities(model)
         # the defaults need no validating, and validating is what makes pydantic scan every
         # installed package for plugins (~25 ms): the usual Agent() builds no validator
@@ -279,6 +279,7 @@ def _default_sandbox(config: AgentConfig):
 
     try:
         return Sandbox(timeout=config.sandbox_timeout, memory_mb=config.sandbox_memory_mb,
+                       output_limit=config.sandbox_output_bytes,
                        require_isolation=config.require_isolation)
     except IsolationUnavailable as exc:
         raise ConfigError(f"sandbox refused to start: {exc}") from None

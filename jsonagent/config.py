@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 JsonMode = Literal["schema", "object", "prompt"]
 JSON_MODES: tuple[JsonMode, ...] = ("schema", "object", "prompt")
+REPLY_TOKENS = 1024
+"""The most tokens a reply may have, unless set: sent with every request as its cap."""
 
 
 class AgentConfig(BaseModel):
@@ -35,8 +37,9 @@ class AgentConfig(BaseModel):
     """The context budget: most tokens one request may carry. None takes the model's context
     window minus `reply_tokens` where the model knows it (n_ctx for local models), else no
     budget. Older turns are summarised to stay under it."""
-    reply_tokens: int = Field(1024, ge=0)
-    """Tokens kept free for the reply when the budget comes from the model's window."""
+    reply_tokens: int = Field(REPLY_TOKENS, ge=16)
+    """The most tokens a reply may have: every request to a model built from its name
+    carries it as its cap (`max_tokens`), and the context budget keeps that much free."""
     summary_model: str | None = None
     """A cheaper model for the summaries (a --model name); None uses the run's model."""
     stall_after: int | None = Field(2, ge=2)
@@ -49,6 +52,9 @@ class AgentConfig(BaseModel):
     """Seconds one code-interpreter call may run."""
     sandbox_memory_mb: int = Field(1024, ge=64)
     """Memory (address space) the code interpreter may use, in MB."""
+    sandbox_output_bytes: int = Field(65536, ge=0)
+    """Bytes of each stream (stdout, stderr) the code interpreter keeps a call; the rest is
+    cut, and the model is told so."""
     require_isolation: bool = False
     """Refuse to run code unless every sandbox protection is in force."""
     max_depth: int = Field(3, ge=0)

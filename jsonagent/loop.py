@@ -20,7 +20,7 @@ from .envelope import Parsed, ReplyProblem, parse_reply
 from .errors import Cancelled, JsonAgentError, ToolError, UserError
 from .hooks import ToolCall, Veto
 from .notes import note
-from .request import Requester
+from .request import THOUGHT_CUT, Requester
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import (COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED,
@@ -29,6 +29,10 @@ from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 
 Generator = Iterator[ev.Event]
+
+HEAD = 400
+"""Characters of a cut-off reply that its re-ask shows the model: enough to see what went
+wrong, where the whole of it (thousands of tokens of one clause) could fill the context."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,11 @@ class Loop:
         for attempt in range(self.config.max_reasks + 1):
             reply = yield from self._numbered(
                 self.requests.ask(self.s, extra, index, attempt, warned))
-            parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
+            if reply.usage.counting == THOUGHT_CUT:
+                parsed = ReplyProblem("envelope", note("thought_too_long",
+                                                       cap=self.config.thought_max_chars))
+            else:
+                parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
             if parsed.repairs:
                 self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
@@ -119,7 +127,7 @@ class Loop:
                 self.s.stats.reasks += 1
                 yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                            problem=parsed.message))
-                extra += [Message(role="assistant", content=reply.text),
+                extra += [Message(role="assistant", content=_head(reply)),
                           Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed
 
@@ -314,3 +322,10 @@ class Loop:
         event.run_id, event.session_id, event.seq = s.run_id, s.session_id, s.seq
         event.parent_run_id, event.depth = s.parent_run_id, s.depth
         return event
+
+
+def _head(reply) -> str:
+    text = reply.text
+    if not reply.cut or len(text) <= HEAD:
+        return text
+    return note("cut", head=text[:HEAD], more=len(text) - HEAD)

@@ -294,3 +294,42 @@ def _loads(raw: str):
         return json.loads(raw)
     except ValueError:
         return None
+
+
+_THOUGHT = re.compile(r'"thought"\s*:\s*"((?:[^"\\]|\\.)*)(\\?)("?)', re.S)
+_THOUGHT_WITHIN = 400
+"""A JSON step opens with its thought; a reply that shows none this far in has no thought
+to watch (the ReAct text style, or a step written in another order)."""
+
+
+class ThoughtTooLong(BaseException):
+    """Raised from `on_delta` to stop the reply being written. A BaseException, like
+    Cancelled, so that a backend's `except Exception` around its stream lets it through."""
+
+
+class ThoughtCap:
+    """Stops a reply once its thought passes `cap` characters. Constrained decoding keeps
+    the thought within the schema's maxLength in process; a server's grammar may ignore it,
+    and object mode has none, and a small model then writes one clause over and over until
+    the token limit (3,534 tokens in 109 s on the 135M model). Feed it the pieces (as
+    `on_delta`); `text` is what was written."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.text, self.tripped = cap, "", False
+        self._watching = True
+
+    def feed(self, piece: str) -> None:
+        self.text += piece
+        if not self._watching:
+            return
+        found = _THOUGHT.search(self.text)
+        if found is None:
+            self._watching = len(self.text) < _THOUGHT_WITHIN
+            return
+        if found.group(3):  # the thought has closed
+            self._watching = False
+            return
+        body = found.group(1)
+        if len(body) - body.count("\\") > self.cap:  # an escape counts as the one character
+            self.tripped = True
+            raise ThoughtTooLong

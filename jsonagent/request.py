@@ -18,11 +18,15 @@ from .config import JSON_MODES
 from .deps import RunDeps
 from .errors import ModelError, ResponseFormatRejected, ToolCallsRejected
 from .memory import Memory
-from .models import ModelReply
-from .partial import reader_for
+from .models import ModelReply, Usage
+from .partial import ThoughtCap, ThoughtTooLong, reader_for
 from .state import Message, RunState
 
 log = logging.getLogger("jsonagent")
+
+THOUGHT_CUT = "thought cut"
+"""`usage.counting` of a reply the loop stopped where its thought passed the cap: its tokens
+are estimated, and the envelope is not asked what it makes of it."""
 
 
 class Requester:
@@ -50,11 +54,19 @@ class Requester:
                                      tool_calls=s.tool_calls)
             self.hooks.call("before_model", s)
             t0 = time.perf_counter()
+            cap = self._thought_cap(s)
             try:
                 if self.watched is not None and self.watched():
-                    reply: ModelReply = yield from self._streamed(s, wire, fmt, index, attempt)
+                    reply: ModelReply = yield from self._streamed(s, wire, fmt, index, attempt,
+                                                                  cap)
+                elif cap is not None:
+                    reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop,
+                                      on_delta=cap.feed)
                 else:
                     reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop)
+            except ThoughtTooLong:  # stopped where the thought passed its cap, to be re-asked
+                reply = ModelReply(text=cap.text, cut=True, usage=Usage(
+                    completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
             except ResponseFormatRejected as exc:
                 yield self._step_down(s, str(exc))
                 continue
@@ -65,7 +77,7 @@ class Requester:
                             self.config.observation_role)
                 continue
             self.memory.calibrate(s, wire, reply.usage)
-            if self.memory.counting:  # usage says how the budget was counted
+            if self.memory.counting and not reply.usage.counting:  # how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             s.stats.model_calls += 1
             s.usage.add(reply.usage)
@@ -77,13 +89,32 @@ class Requester:
                                latency_s=round(time.perf_counter() - t0, 4))
             return reply
 
+    def _thought_cap(self, s: RunState) -> ThoughtCap | None:
+        """What stops a thought that runs on, where the model's decoding may not: a server's
+        grammar that ignores maxLength, or object mode, which has none."""
+        cap = self.config.thought_max_chars
+        caps = self.caps
+        if cap is None or not caps.streams or caps.writes_ahead or self.style.stop \
+                or caps.keeps_max_length and s.json_mode == "schema":
+            return None  # (a text style, with its stop sequence, writes no JSON thought)
+        return ThoughtCap(cap)
+
     def _streamed(self, s: RunState, wire: list, fmt: dict | None, index: int,
-                  attempt: int) -> Iterator[ev.Delta]:
+                  attempt: int, cap: ThoughtCap | None) -> Iterator[ev.Delta]:
         """The model call, with what its reply makes known as it is written (live only)."""
         reader = reader_for()
         stop = self.style.stop
-        writing = self.cancel.stream(
-            lambda emit: self.model.complete(wire, fmt, stop=stop, on_delta=emit))
+
+        def write(emit: Callable[[str], None]) -> ModelReply:
+            if cap is None:
+                return self.model.complete(wire, fmt, stop=stop, on_delta=emit)
+
+            def on_delta(piece: str) -> None:
+                emit(piece)
+                cap.feed(piece)
+            return self.model.complete(wire, fmt, stop=stop, on_delta=on_delta)
+
+        writing = self.cancel.stream(write)
         while True:
             try:
                 piece = next(writing)

@@ -88,8 +88,8 @@ class OpenAIStub:
         item = self.script.pop(0) if self.script else (500, {"error": {"message": "script empty"}})
         if callable(item):
             item = item(body)
-        if isinstance(item, str):
-            item = (200, completion(item))
+        if isinstance(item, str):  # a reply's text, written as the request asks, as servers do
+            item = (200, streamed([item]) if body.get("stream") else completion(item))
         return item
 
     def __enter__(self):

@@ -5,7 +5,7 @@ import logging
 import threading
 import time
 
-from jsonagent import Agent
+from jsonagent import Agent, AgentConfig
 from jsonagent import events as ev
 from jsonagent.models.openai import OpenAIModel
 from jsonagent.testing import step
@@ -34,10 +34,19 @@ def test_a_watched_reply_is_streamed_with_exact_usage():
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (123, 45)
 
 
-def test_an_unwatched_reply_is_not_streamed():
+def test_an_unwatched_reply_is_not_streamed_without_a_thought_to_watch():
     with OpenAIStub([DONE]) as stub:
-        r = Agent(model=model(stub)).run("x")
+        r = Agent(model=model(stub), config=AgentConfig(thought_max_chars=None)).run("x")
     assert r.ok and "stream" not in stub.requests[0]["body"]
+
+
+def test_an_unwatched_reply_is_streamed_only_to_watch_its_thought():
+    seen = []
+    with OpenAIStub([(200, streamed(PIECES, prompt_tokens=123, completion_tokens=45))]) as stub:
+        r = Agent(model=model(stub), on_event=seen.append).run("x")
+    assert r.ok and stub.requests[0]["body"]["stream"] is True
+    assert r.usage.prompt_tokens == 123  # exact, as a whole reply's
+    assert not [e for e in seen if isinstance(e, ev.Delta)]  # nobody watches: no deltas
 
 
 def test_an_endpoint_refusing_streams_gets_one_fallback_said_once(caplog):

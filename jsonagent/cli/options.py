@@ -100,7 +100,7 @@ class RunOptions(BaseModel):
                              confirm=[CODE_TOOL] if self.confirm_code else [])
         model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
                               kv_cache=not self.no_kv_cache, on_status=on_status,
-                              temperature=self.temperature)
+                              temperature=self.temperature, reply_tokens=config.reply_tokens)
         return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded(), deltas=deltas)

@@ -22,6 +22,8 @@ app = typer.Typer(help="Run code in the sandbox, or check its isolation here.",
                   no_args_is_help=True)
 
 EXIT_INCOMPLETE = 2
+CLI_SETTINGS = {"memory": "--memory MB", "time": "--timeout SECONDS", "output": "--output-limit BYTES"}
+"""What sets each limit here, as the notes about them name it."""
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -34,11 +36,14 @@ def run(
     file: Optional[str] = typer.Argument(None, help="Python file to run; '-' or nothing reads stdin."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.001, metavar="SECONDS", help="Seconds before the code is interrupted."),
     memory: int = typer.Option(1024, "--memory", min=64, metavar="MB", help="Memory limit in MB."),
+    output_limit: int = typer.Option(65536, "--output-limit", min=0, metavar="BYTES", help="Bytes of stdout and of stderr kept; the rest is cut."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", metavar="DIR", help="Work here (default: a new temp dir, kept only if files were written)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse to run unless every protection is in force."),
 ) -> None:
-    """Run one cell and print its ExecResult as JSON (files_changed are relative to `workdir`)."""
+    """Run one cell and print its ExecResult as JSON (files_changed are relative to `workdir`).
+    A limit the code ran into is named in `note`, and on stderr."""
     from ..bundled import sandbox
+    from ..tools.core import limit_notes
     Sandbox, SandboxError = sandbox.Sandbox, sandbox.SandboxError
 
     try:
@@ -50,9 +55,13 @@ def run(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the JSON says the same in `isolation_complete`
-            with Sandbox(workdir=keep, timeout=timeout, memory_mb=memory, require_isolation=strict) as sb:
+            with Sandbox(workdir=keep, timeout=timeout, memory_mb=memory, output_limit=output_limit,
+                         require_isolation=strict) as sb:
                 result = sb.run(code)
                 payload = result.to_dict()
+                notes = limit_notes(result, sb, CLI_SETTINGS)
+                if notes:
+                    payload["note"] = " ".join(notes)
                 payload["workdir"] = str(sb.workdir)
                 payload["isolation_complete"] = sb.isolation.complete
     except SandboxError as exc:
@@ -63,6 +72,8 @@ def run(
         shutil.rmtree(keep, ignore_errors=True)
         payload["workdir"] = None
     typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+    for line in notes:
+        typer.echo(f"note: {line}", err=True)
     if not result.ok:
         raise typer.Exit(1)
 

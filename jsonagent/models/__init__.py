@@ -76,6 +76,13 @@ class Capabilities:
     for it in its own thread."""
     streams: bool = False
     """`complete` takes `on_delta` (see Model): the reply can be shown as it is written."""
+    keeps_max_length: bool = False
+    """In schema mode its decoding keeps strings within the schema's maxLength (llguidance
+    does). Otherwise the loop has the reply streamed and stops it once its thought passes
+    the cap (a server's grammar may ignore maxLength, and object mode has none)."""
+    writes_ahead: bool = False
+    """Its replies are fixed before they are asked for (a script, a replay): none can run
+    on, so none is watched as it is written."""
     hooks: tuple = ()
     """Hooks (see hooks.py) the model needs on every run: a replayed script follows the
     run's model calls."""
@@ -90,10 +97,11 @@ def capabilities(model: Any) -> Capabilities:
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,
                   api_key: str | None = None, kv_cache: bool = True, on_status=None,
-                  temperature: float | None = None) -> Model:
+                  temperature: float | None = None, reply_tokens: int | None = None) -> Model:
     """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name.
 
-    `temperature` None keeps each backend's default (0 for local and endpoint models).
+    `temperature` None keeps each backend's default (0 for local and endpoint models);
+    `reply_tokens` None, the backend's cap on a reply (`config.REPLY_TOKENS`).
 
     `kv_cache` and `on_status` (told what slow thing happens now, None when it is over) are
     for the local backend and ignored by the others.
@@ -119,9 +127,12 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
         from .local import LocalConfig, LocalModel
 
         sampling = {} if temperature is None else {"temperature": temperature}
+        if reply_tokens is not None:
+            sampling["max_tokens"] = reply_tokens
         return LocalModel.from_spec(rest or None, LocalConfig(kv_cache=kv_cache, **sampling),
                                     on_status)
     from .openai import OpenAIModel
 
     return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key,
-                       **({} if temperature is None else {"temperature": temperature}))
+                       **({} if temperature is None else {"temperature": temperature}),
+                       **({} if reply_tokens is None else {"max_tokens": reply_tokens}))

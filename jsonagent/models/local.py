@@ -26,6 +26,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel
 
 from jsonagent.cancel import current
+from jsonagent.config import REPLY_TOKENS
 from jsonagent.errors import ConfigError, ModelError, ResponseFormatRejected
 from jsonagent.models import Message, ModelReply, Usage
 from jsonagent.models import catalog
@@ -53,7 +54,7 @@ class LocalConfig(BaseModel):
     """CPU threads; None uses every core."""
     temperature: float = 0.0
     """0 picks the most likely token every time, which makes runs repeatable."""
-    max_tokens: int = 1024
+    max_tokens: int = REPLY_TOKENS
     """Cap on the tokens of one reply."""
     seed: int = 0
     """Sampling seed, used when temperature is above 0."""
@@ -130,6 +131,11 @@ class LocalModel:
         self._prefill = Prefill(self._llm, self._status, kv)
         self._guide: Any = None
         self._guide_ready = threading.Event()
+        import importlib.util
+
+        self.keeps_max_length = self.config.decoder == "llguidance" and \
+            importlib.util.find_spec("llguidance") is not None
+        """llguidance holds the thought to its maxLength; llama.cpp's grammar does not."""
         if self.config.decoder == "llguidance":
             # llguidance reads the whole vocabulary once (about a second): do it while the
             # first prompt is loaded or evaluated, not on the first reply's critical path.

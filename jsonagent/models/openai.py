@@ -8,6 +8,7 @@ import threading
 from typing import Callable
 
 from ..cancel import watching
+from ..config import REPLY_TOKENS
 from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected, ToolCallsRejected
 from ..status import Reason
 from . import Message, ModelReply, Usage
@@ -63,7 +64,7 @@ class OpenAIModel:
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 3, temperature: float | None = 0.0,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = REPLY_TOKENS):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's)."""
         try:
@@ -84,7 +85,9 @@ class OpenAIModel:
         """Sampling fields sent with each request; one the endpoint refuses is dropped."""
         self.sampling_extra: dict = {} if _is_openai(self.base_url) else dict(_NO_PENALTY)
         """The same, for fields outside OpenAI's API (sent through the SDK's extra_body)."""
-        self.max_tokens = max_tokens  # a rambling model must not fill the whole context
+        self.max_tokens = max_tokens
+        """Sent with every request: a model that writes without end (the 135M one repeated
+        a clause for 3,534 tokens) is cut there, not at the context's end."""
         # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
         # Its async client, on an event loop of our own, so that a cancel of the run cancels
         # the request and closes its connection (the server then stops generating).

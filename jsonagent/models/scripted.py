@@ -32,6 +32,7 @@ class ScriptedModel:
 
     default_json_mode = "object"
     streams = True
+    writes_ahead = True
 
     def __init__(self, replies: Iterable[Reply] | ReplyFn = (), name: str = "scripted",
                  replay: bool = False, chunk: int = 16, delay: float = 0.0):

@@ -64,13 +64,11 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
-        if result.error.rstrip().endswith("MemoryError"):  # a bare word the model cannot act on
-            notes.append(note("out_of_memory", limit=getattr(sandbox, "memory_mb", "?")))
-    if result.stdout_truncated or result.stderr_truncated:
-        out["truncated"] = (f"output was cut: stdout {result.stdout_bytes} bytes, "
-                            f"stderr {result.stderr_bytes} bytes in all")
     if result.timed_out:
         out["timed_out"] = True
+    if result.stdout_truncated or result.stderr_truncated:
+        out["truncated"] = True
+    notes += limit_notes(result, sandbox, AGENT_SETTINGS)
     if result.crashed:
         out["crashed"] = True
     if result.state_lost:
@@ -83,6 +81,30 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
     else:
         del out["note"]
     return out
+
+
+AGENT_SETTINGS = {"memory": "AgentConfig.sandbox_memory_mb", "time": "AgentConfig.sandbox_timeout",
+                  "output": "AgentConfig.sandbox_output_bytes"}
+"""What sets each of the interpreter's limits, named in the notes about them."""
+
+
+def limit_notes(result: Any, sandbox: Any, settings: dict[str, str]) -> list[str]:
+    """What the code ran into, for whoever reads its result: which of the interpreter's
+    limits, how much it is, and what sets it (`settings`). A bare MemoryError, a timeout
+    or output cut short say none of that. The model reads these, and so does a person at
+    `jsonagent sandbox run`, from the same texts."""
+    notes = []
+    if (result.error or "").rstrip().endswith("MemoryError"):
+        notes.append(note("out_of_memory", limit=getattr(sandbox, "memory_mb", "?"),
+                          setting=settings["memory"]))
+    if result.timed_out:
+        notes.append(note("out_of_time", limit=f"{getattr(sandbox, 'timeout', 0):g}",
+                          setting=settings["time"]))
+    if result.stdout_truncated or result.stderr_truncated:
+        notes.append(note("output_cut", limit=getattr(sandbox, "output_limit", "?"),
+                          setting=settings["output"], stdout=result.stdout_bytes,
+                          stderr=result.stderr_bytes))
+    return notes
 
 
 # Each returns at once, asks the person (on the loop's thread anyway), or is stopped by a

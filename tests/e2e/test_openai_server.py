@@ -24,24 +24,36 @@ from jsonagent.tools.toolset import core_tools  # noqa: E402
 EXIT = {"completed": 0, "failed": 1, "max_steps": 3, "needs_human": 4}
 
 
-def _model(server) -> OpenAIModel:
-    return OpenAIModel(server.model.stem, base_url=server.base_url, api_key="sk-local", temperature=0.0)
+def _model(server, **kw) -> OpenAIModel:
+    return OpenAIModel(server.model.stem, base_url=server.base_url, api_key="sk-local",
+                       temperature=0.0, **kw)
 
 
-def test_schema_mode_every_reply_is_valid_on_the_first_try(llama_server, tmp_path):
-    desk, model, acted = OrderDesk(), _model(llama_server), 0
+def test_schema_mode_replies_are_valid_or_cut_and_reasked(llama_server, tmp_path):
+    """Schema mode: the server's grammar makes every reply it finishes a valid step, on the
+    first try. It does not make the 135M model stop: it once wrote the same clause into one
+    string for 3,534 tokens over 109 s (CI, round 7), and the re-ask that sent it back whole
+    overflowed the 4,096-token window. So this checks what the product promises there: such a
+    reply is cut at the request's cap (`max_tokens`, here 256 to keep the test short) and
+    re-asked with only its head, and the run goes on to an end of its own, never `failed`."""
+    desk, model, acted = OrderDesk(), _model(llama_server, max_tokens=256), 0
     for i, question in enumerate(QUESTIONS):
         agent = Agent(model=model, tools=[*core_tools(), desk.tool], max_steps=2, ask_human=desk.human,
                       config=AgentConfig(json_mode="schema"), transcript=tmp_path / f"run{i}.jsonl")
         before = len(desk.calls), len(desk.questions)
         result = agent.run(question)
 
-        assert result.json_mode == "schema"
-        assert result.stats.invalid_replies == 0 and result.stats.reasks == 0 and result.stats.repairs == 0
-        assert result.stats.model_calls == len(result.steps)
+        assert result.json_mode == "schema" and result.status != "failed", result.error
         assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
         events = assert_transcript_complete(tmp_path / f"run{i}.jsonl", result)
-        assert_first_try_valid(events, agent.toolset)
+        replies = [e for e in events if e.type == "model_reply"]
+        finished = [e for e in replies if e.finish_reason == "stop"]
+        cut = [e for e in replies if e.finish_reason == "length"]
+        assert len(finished) + len(cut) == len(replies) == result.stats.model_calls
+        assert_first_try_valid(finished, agent.toolset, attempts=False)
+        assert result.stats.invalid_replies <= len(cut)  # only a cut reply is ever re-asked
+        for reply in cut:
+            assert reply.usage.completion_tokens <= 256 + 1
         acted += tools_that_ran(result, desk, *before)
     assert acted, "no run called a tool"
 

@@ -58,3 +58,31 @@ def test_mounted_in_the_main_cli():
     out = subprocess.run([sys.executable, "-m", "jsonagent", "sandbox", "check"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "verdict" in out.stdout, out.stderr
+
+
+def run_command(*args: str, code: str) -> subprocess.CompletedProcess:
+    """The installed command, as people type it: stdout is the JSON, stderr the notes."""
+    return subprocess.run([sys.executable, "-m", "jsonagent", "sandbox", "run", "-", *args],
+                          input=code, capture_output=True, text=True, timeout=60)
+
+
+def test_run_says_the_code_hit_the_memory_limit_and_what_sets_it():
+    from jsonagent.notes import note
+
+    proc = run_command("--memory", "256", code="x = bytearray(10 * 1024 ** 3)\n")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["error"].rstrip().endswith("MemoryError")
+    said = note("out_of_memory", limit=256, setting="--memory MB")  # the model's text too
+    assert data["note"] == said and proc.stderr.strip() == f"note: {said}"
+    assert "256 MB" in said and "--memory" in said
+
+
+def test_run_says_the_time_limit_and_cut_output_and_what_sets_them():
+    slow = run_command("--timeout", "0.5", code="while True: pass\n")
+    assert json.loads(slow.stdout)["timed_out"] is True
+    assert "time limit of 0.5 s (--timeout SECONDS sets it)" in slow.stderr
+    loud = run_command("--output-limit", "100", code="print('x' * 5000)\n")
+    data = json.loads(loud.stdout)
+    assert loud.returncode == 0 and data["stdout_truncated"] is True and len(data["stdout"]) <= 100
+    assert "keeps 100 bytes of each stream (--output-limit BYTES sets it)" in data["note"]
+    assert "5001 bytes to stdout" in loud.stderr

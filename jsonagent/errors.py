@@ -8,9 +8,16 @@
     │   ├── BatchError            a batch cannot start: a bad task or results file, no Ray
     │   └── Unreadable            a spec file `tools lint` cannot read or parse (exit 2)
     └── RunError                  something failed while a run was going
-        ├── ModelError            the model endpoint failed after its retries
-        │   ├── ResponseFormatRejected   the endpoint refused our response_format (4xx)
-        │   └── ToolCallsRejected        the endpoint refused the native tool-call form (4xx)
+        ├── ModelError            the model failed; `kind` names how (see MODEL_ERROR_KINDS)
+        │   ├── RateLimited              429, with `retry_after` when the endpoint gives one
+        │   ├── ModelUnavailable         5xx, or the connection refused or reset
+        │   ├── ModelTimeout             no answer in time
+        │   ├── ContextWindowExceeded    the request is longer than the model's window
+        │   ├── ContentFiltered          the provider's filter refused the request or reply
+        │   ├── AuthenticationFailed     401 or 403: the key, or its access to the model
+        │   └── BadRequest               any other 4xx
+        │       ├── ResponseFormatRejected   the endpoint refused our response_format
+        │       └── ToolCallsRejected        the endpoint refused the native tool-call form
         ├── ToolError             raised by a tool to send a clean message back to the model
         ├── HookError             a hook raised: the run ends failed, naming the hook
         ├── SessionBusy           the session has a run going, queued or waiting for a person
@@ -57,14 +64,54 @@ class RunError(JsonAgentError):
 
 
 class ModelError(RunError):
+    """The model failed. `model` and `endpoint` say which, when the backend knows; `kind`
+    names the failure the same way everywhere (a run's `error_kind`, the server's JSON)."""
+
+    kind = "model_error"
+
+    def __init__(self, message: str, *, model: str | None = None, endpoint: str | None = None):
+        super().__init__(message)
+        self.model, self.endpoint = model, endpoint
+
+
+class RateLimited(ModelError):
+    kind = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **where: str | None):
+        super().__init__(message, **where)
+        self.retry_after = retry_after
+        """Seconds the endpoint asked us to wait (its Retry-After), when it said."""
+
+
+class ModelUnavailable(ModelError):
+    kind = "unavailable"
+
+
+class ModelTimeout(ModelError):
+    kind = "timeout"
+
+
+class ContextWindowExceeded(ModelError):
+    kind = "context_window"
+
+
+class ContentFiltered(ModelError):
+    kind = "content_filter"
+
+
+class AuthenticationFailed(ModelError):
+    kind = "authentication"
+
+
+class BadRequest(ModelError):
+    kind = "bad_request"
+
+
+class ResponseFormatRejected(BadRequest):
     pass
 
 
-class ResponseFormatRejected(ModelError):
-    pass
-
-
-class ToolCallsRejected(ModelError):
+class ToolCallsRejected(BadRequest):
     """The endpoint refused steps as `tool_calls` and results as `tool` messages: the loop
     steps the run down to plain messages, as it steps down a refused JSON mode."""
 
@@ -116,6 +163,66 @@ def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot read{' ' + what if what else ''}: {exc.strerror or exc}") from None
+
+
+MODEL_ERROR_KINDS = {cls.kind: cls for cls in (
+    ModelError, RateLimited, ModelUnavailable, ModelTimeout, ContextWindowExceeded,
+    ContentFiltered, AuthenticationFailed, BadRequest)}
+"""Every kind of model failure, by the name runs and the server give it."""
+TRANSIENT = (RateLimited, ModelUnavailable, ModelTimeout)
+"""Model failures that waiting may cure: an eval counts a case that ended on one as an
+error of its infrastructure, never as a failed case."""
+TRANSIENT_KINDS = frozenset(cls.kind for cls in TRANSIENT)
+
+
+_CONTEXT_WORDS = ("context window", "context length", "context_length", "maximum context",
+                  "too many tokens", "prompt is too long", "exceed context")
+_FILTER_WORDS = ("content_filter", "content filter", "content management policy",
+                 "content policy", "safety system")
+
+
+def model_error_for(status: int, message: str, *, retry_after: float | None = None,
+                    model: str | None = None, endpoint: str | None = None) -> ModelError:
+    """The typed error for an HTTP status and the server's own words: the one mapping, for
+    the openai SDK's errors and any plain HTTP endpoint alike."""
+    words, where = message.lower(), {"model": model, "endpoint": endpoint}
+    if status == 429:
+        return RateLimited(message, retry_after=retry_after, **where)
+    if status in (401, 403):
+        return AuthenticationFailed(message, **where)
+    if status == 408:
+        return ModelTimeout(message, **where)
+    if status >= 500:
+        if any(w in words for w in _CONTEXT_WORDS):  # llama.cpp's server answers 500 to it
+            return ContextWindowExceeded(message, **where)
+        return ModelUnavailable(message, **where)
+    if any(w in words for w in _CONTEXT_WORDS):
+        return ContextWindowExceeded(message, **where)
+    if any(w in words for w in _FILTER_WORDS):
+        return ContentFiltered(message, **where)
+    return BadRequest(message, **where)
+
+
+def retry_after_s(headers) -> float | None:
+    """Seconds from a Retry-After header (seconds or an HTTP date) or retry-after-ms."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    try:
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            import email.utils
+            import time
+
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 class Held(Exception):

@@ -205,6 +205,8 @@ class RunEnd(Event):
     status: str
     answer: Any = None
     error: str | None = None
+    error_kind: str | None = None
+    """How the model failed, when that ended the run (see RunResult)."""
     pending: Pending | None = None
     usage: Usage
     stats: dict[str, int]

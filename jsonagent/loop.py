@@ -73,7 +73,7 @@ class Loop:
         except Cancelled:
             yield from self._interrupted(self.cancel.reason or Reason.CANCELLED, "tool_cancelled")
         except JsonAgentError as exc:
-            yield self._end(FAILED, error=str(exc))
+            yield self._end(FAILED, error=str(exc), error_kind=getattr(exc, "kind", None))
         except Exception as exc:  # a bug: record the end, then let it surface
             yield self._end(FAILED, error=f"internal error: {type(exc).__name__}: {exc}")
             raise
@@ -298,21 +298,23 @@ class Loop:
         return self._end(NEEDS_HUMAN)
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,
-             repeated: dict | None = None) -> ev.RunEnd:
+             repeated: dict | None = None, error_kind: str | None = None) -> ev.RunEnd:
         s = self.s
-        s.status, s.answer, s.error = status, ev.jsonable(answer), error
+        s.status, s.answer, s.error, s.error_kind = status, ev.jsonable(answer), error, error_kind
         # copies: the run's own totals count on in place if it is resumed
         usage, stats = s.usage.model_copy(), s.stats.model_copy()
         result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=usage,
-                           stats=stats, error=error, pending=s.pending, json_mode=s.json_mode,
-                           repeated=repeated,
+                           stats=stats, error=error, error_kind=error_kind, pending=s.pending,
+                           json_mode=s.json_mode, repeated=repeated,
                            run_id=s.run_id, session_id=s.session_id)
         try:
             self.hooks.call("on_end", s, result)
         except JsonAgentError as exc:
-            s.status, s.error, s.pending = FAILED, str(exc), None
-            result = result.model_copy(update={"status": FAILED, "error": str(exc), "pending": None})
+            s.status, s.error, s.error_kind, s.pending = FAILED, str(exc), None, None
+            result = result.model_copy(update={"status": FAILED, "error": str(exc),
+                                               "error_kind": None, "pending": None})
         return self._event(ev.RunEnd(status=s.status, answer=s.answer, error=s.error,
+                                     error_kind=s.error_kind,
                                      pending=s.pending, usage=usage,
                                      stats=stats.model_dump(), result=result))
 

@@ -129,6 +129,8 @@ class RunState(BaseModel):
     answer: Any = None
     """The final answer, as JSON data."""
     error: str | None = None
+    error_kind: str | None = None
+    """How the model failed, when that ended the run (errors.MODEL_ERROR_KINDS)."""
     seq: int = 0
     """Number of the last event emitted."""
     config: dict[str, Any] = {}

@@ -9,6 +9,7 @@
 | max_steps                       | incomplete      | FAILED         | 3   |
 | stalled                         | incomplete      | FAILED         | 5   |
 | failed                          | failed          | FAILED         | 1   |
+| failed, because the model did   | failed          | FAILED         | 6, 7 |
 | interrupted                     | cancelled       | CANCELED       | 130 |
 | expired                         | expired         | FAILED         | –   |
 
@@ -77,7 +78,17 @@ def server_status(status: str) -> str:
     return TABLE[status].server
 
 
-def exit_code(status: str) -> int:
+MODEL_FAILED_LATER, MODEL_FAILED = 6, 7
+"""The CLI's exit code for a run that failed because the model did: 6 when trying again
+later may help (rate limited, unavailable, timed out), 7 when it will not (authentication,
+a bad request, the context window, a content filter)."""
+
+
+def exit_code(status: str, error_kind: str | None = None) -> int:
+    if status == FAILED and error_kind is not None:
+        from .errors import TRANSIENT_KINDS
+
+        return MODEL_FAILED_LATER if error_kind in TRANSIENT_KINDS else MODEL_FAILED
     code = TABLE[status].exit_code
     return 1 if code is None else code
 

@@ -52,7 +52,8 @@ class OpenAIStub:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 stub.requests.append({"path": self.path, "body": body,
                                       "auth": self.headers.get("authorization")})
-                status, payload = stub.next(body)
+                status, payload, *extra = stub.next(body)
+                headers = extra[0] if extra else {}  # (status, body, headers): a Retry-After
                 if isinstance(payload, Chunks):  # a streamed reply: server-sent events
                     self.send_response(status)
                     self.send_header("content-type", "text/event-stream")
@@ -70,6 +71,8 @@ class OpenAIStub:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
 

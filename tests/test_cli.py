@@ -148,11 +148,13 @@ def test_against_an_openai_compatible_endpoint(tmp_path):
     assert stub.requests[0]["auth"] == "Bearer sk-cli"
 
 
-def test_dead_endpoint_is_one_line_exit_1():
+def test_dead_endpoint_is_one_line_exit_6():
+    """6: the model failed for now (it may answer later)."""
     proc = cli("run", "x", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                env={"OPENAI_API_KEY": "k"}, timeout=120)
-    assert proc.returncode == 1
-    assert "cannot reach http://127.0.0.1:9/v1" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 6
+    assert "failed (unavailable): cannot reach http://127.0.0.1:9/v1" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_chat_reads_turns_and_answers_pending_questions(tmp_path):

@@ -259,7 +259,8 @@ class Display:
             self.err.print("[yellow]interrupted[/]" + (
                 f" [dim](go on with: jsonagent resume {result.run_id})[/]" if self.stored else ""))
         else:
-            self.err.print(f"[red]{result.status}:[/] {escape(result.error or '')}")
+            kind = f" ({result.error_kind})" if result.error_kind else ""
+            self.err.print(f"[red]{result.status}{kind}:[/] {escape(result.error or '')}")
         s = result.stats
         self.err.print(f"[dim]{_n(len(result.steps), 'step')}, {_n(s.model_calls, 'model call')}, "
                        f"{_n(s.repairs, 'repair')}, {_n(s.reasks, 're-ask')}, "

@@ -10,11 +10,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..status import NEEDS_HUMAN
+from ..status import NEEDS_HUMAN, exit_code
 from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import sessions as cli_sessions, tools as cli_tools
 from .batch import batch
-from .exits import EXIT, debug, guarded
+from .exits import debug, guarded
 from .command import PlainCommand
 from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
@@ -81,7 +81,7 @@ def _finish(display, result, output: OutputChoice):
         typer.echo(result.model_dump_json(indent=2))
     else:
         display.result(result)
-    raise typer.Exit(EXIT[result.status])
+    raise typer.Exit(exit_code(result.status, result.error_kind))
 
 
 @app.command(cls=PlainCommand)
@@ -104,8 +104,10 @@ def run(ctx: typer.Context,
     """Run one task and print its answer.
 
     The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
-    completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled,
-    130 interrupted."""
+    completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled, 6
+    the model failed for now (rate limited, unavailable, timed out: try again later), 7
+    the model failed for good (authentication, bad request, context window, content
+    filter), 130 interrupted."""
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)

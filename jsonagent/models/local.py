@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from jsonagent.cancel import current
 from jsonagent.config import REPLY_TOKENS
-from jsonagent.errors import ConfigError, ModelError, ResponseFormatRejected
+from jsonagent.errors import ConfigError, ContextWindowExceeded, ModelError, ResponseFormatRejected
 from jsonagent.models import Message, ModelReply, Usage
 from jsonagent.models import catalog
 from jsonagent.models.prefill import MIN_CACHED_PREFIX  # noqa: F401  re-exported: it lived here
@@ -174,8 +174,9 @@ class LocalModel:
             tokens = self._llm.tokenize(formatted.prompt.encode("utf-8"),
                                         add_bos=not formatted.added_special, special=True)
             if len(tokens) >= self.config.n_ctx:
-                raise ModelError(f"{self.name}: the prompt ({len(tokens)} tokens) does not fit "
-                                 f"in the context window ({self.config.n_ctx} tokens)")
+                raise ContextWindowExceeded(
+                    f"{self.name}: the prompt ({len(tokens)} tokens) does not fit in the "
+                    f"context window ({self.config.n_ctx} tokens)", model=self.name)
             room = self.config.n_ctx - len(tokens)
             budget = min(self.config.max_tokens, room)
             matcher = self._matcher(schema) if schema is not None else None

@@ -9,7 +9,9 @@ from typing import Callable
 
 from ..cancel import watching
 from ..config import REPLY_TOKENS
-from ..errors import Cancelled, ConfigError, ModelError, ResponseFormatRejected, ToolCallsRejected
+from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelError, ModelTimeout,
+                      ModelUnavailable, ResponseFormatRejected, ToolCallsRejected,
+                      model_error_for, retry_after_s)
 from ..status import Reason
 from . import Message, ModelReply, Usage
 
@@ -99,6 +101,7 @@ class OpenAIModel:
         self._schema_as_json_object = False
         self._streams = True
         self._said_no_usage = False
+        self._where = {"model": model, "endpoint": self.base_url}
         """False once the endpoint refused a streamed request: one fallback, said once."""
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
@@ -136,11 +139,18 @@ class OpenAIModel:
                     return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
-            raise ModelError(self._explain(exc.status_code, detail)) from None
+            response = getattr(exc, "response", None)
+            raise model_error_for(exc.status_code, self._explain(exc.status_code, detail),
+                                  retry_after=retry_after_s(getattr(response, "headers", None)),
+                                  **self._where) from None
         except self._openai.APITimeoutError:
-            raise ModelError(f"{self.base_url} timed out (after retries)") from None
+            raise ModelTimeout(f"{self.base_url} timed out (after retries)", **self._where) from None
         except self._openai.APIConnectionError as exc:
-            raise ModelError(f"cannot reach {self.base_url}: {exc.__cause__ or exc}") from None
+            raise ModelUnavailable(f"cannot reach {self.base_url}: {exc.__cause__ or exc}",
+                                   **self._where) from None
+        if finish == "content_filter":
+            raise ContentFiltered(f"{self.base_url} withheld the reply (its content filter)",
+                                  **self._where)
         if on_delta is not None and not streamed and text:
             on_delta(text)  # a whole reply is its own only piece
         if isinstance(u, Usage):

@@ -53,7 +53,8 @@ def run_view(info: Any) -> dict[str, Any]:
         "steps": [{"index": s.index, "thought": s.thought, "tool": s.tool, "args": s.args,
                    "observation": s.observation, "error": s.error,
                    "seconds": round(s.model_s + s.tool_s, 4)} for s in state.steps],
-        "answer": state.answer, "error": state.error, "usage": state.usage.model_dump(),
+        "answer": state.answer, "error": state.error, "error_kind": state.error_kind,
+        "usage": state.usage.model_dump(),
         "result_status": state.status if state.status in RESULTS else None,
         "required_action": state.pending.model_dump()
         if status == server_status(NEEDS_HUMAN) and state.pending else None,

@@ -27,6 +27,10 @@ _HUNG_AFTER = 10.0
 AgentFactory = Callable[[], Any]
 """Returns an `Agent`; must pickle (a module-level function or a functools.partial of one)."""
 
+Job = Callable[[Any, Task, "Path | None", "str | None", "float | None"], TaskResult]
+"""What a worker does with one task: `run_task`, or another module-level function with its
+signature that the factory's object suits (an eval runs its case and scores it)."""
+
 
 # -- the task function, the same in every backend ---------------------------------------------
 

@@ -51,9 +51,11 @@ class TaskResult(BaseModel):
     run_id: str | None = None
     """The stored run, when the agent stores runs."""
     session_id: str | None = None
+    extra: dict[str, Any] | None = None
+    """What a task function other than `run_task` adds to the line (an eval's scores)."""
 
     def line(self) -> str:
-        optional = ("ok", "run_id", "session_id")
+        optional = ("ok", "run_id", "session_id", "extra")
         return self.model_dump_json(exclude={k for k in optional if getattr(self, k) is None})
 
 

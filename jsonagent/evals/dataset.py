@@ -100,7 +100,7 @@ class Variant(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, pattern=r"^[^/]+$")
+    name: str = Field(min_length=1)
     model: str | None = None
     """A --model name; None takes the command's --model."""
     temperature: float | None = Field(None, ge=0)

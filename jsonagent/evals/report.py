@@ -165,10 +165,13 @@ class Report:
     def summaries(self) -> list[Summary]:
         return [self.summary(v) for v in self.variants]
 
-    def compare(self, a: str, b: str, other: Report | None = None) -> Comparison:
-        """Variant `a` of this report against variant `b` (of `other`, when given)."""
-        return compare_runs(self.per_case(a), (other or self).per_case(b), a, b,
-                            _scores_by_case(self.of(a)), _scores_by_case((other or self).of(b)))
+    def compare(self, a: str, b: str, other: Report | None = None,
+                labels: tuple[str, str] | None = None) -> Comparison:
+        """Variant `a` of this report against variant `b` (of `other`, when given), named
+        `labels` in the sentence (default: a and b)."""
+        other = other or self
+        return compare_runs(self.per_case(a), other.per_case(b), *(labels or (a, b)),
+                            _scores_by_case(self.of(a)), _scores_by_case(other.of(b)))
 
 
 def compare_runs(a_cases: dict[str, tuple[int, int]], b_cases: dict[str, tuple[int, int]],

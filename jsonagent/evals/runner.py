@@ -54,6 +54,8 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
         raise EvalError(f"variant names must be unique: {', '.join(names)}")
     tasks = [Task(id=key(v.name, c.name, r), input=c.input)
              for v in variants for c in dataset.cases for r in range(repeat)]
+    if len({t.id for t in tasks}) != len(tasks):  # "a/b" + "c" and "a" + "b/c"
+        raise EvalError("two variant and case names make the same key; rename one of them")
     with tempfile.TemporaryDirectory(prefix="jsonagent-eval-") as scratch:
         out = Path(out) if out is not None else Path(scratch) / "results.jsonl"
         _check_results_file(out, dataset)

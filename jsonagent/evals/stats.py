@@ -28,7 +28,9 @@ def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - margin), min(1.0, centre + margin)
+    # at 0 or n the interval touches the edge exactly, not a rounding error away from it
+    return (0.0 if passed == 0 else max(0.0, centre - margin),
+            1.0 if passed == n else min(1.0, centre + margin))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

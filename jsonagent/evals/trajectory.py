@@ -7,6 +7,7 @@ Modes (the calls are the run's steps, the task-complete call left out):
     subset     every call made was expected (some expected ones may be missing)
     superset   every expected call was made (other calls may be made too)
 
+Calls count: one expected call pairs with one call made, so two expected searches need two.
 Each expected call's arguments match `exact`ly, `partial`ly (only the keys it gives, each
 equal) or are `ignore`d. The score is the share of calls matched, so an exact match is 1.0.
 """

@@ -34,9 +34,12 @@ class _RunByDefault(TyperGroup):
 
 
 app = typer.Typer(cls=_RunByDefault, no_args_is_help=True, rich_markup_mode=None,
-                  help="Measure an agent on a dataset: jsonagent eval DATASET [OPTIONS] runs "
-                       "it (see eval run --help); jsonagent eval compare OLD NEW compares two "
-                       "results files.")
+                  short_help="Measure an agent on a dataset; compare two results.",
+                  help="Measure an agent on a dataset.\n\njsonagent eval DATASET [OPTIONS] "
+                       "runs it (eval run, spelled out); jsonagent eval compare OLD NEW "
+                       "compares two results files. Exit codes: 0 done, 1 a gate failed "
+                       "(--fail-under, --fail-on-regression), 2 a bad dataset, results file "
+                       "or option, 130 interrupted.")
 
 ModelsOpt = Annotated[Optional[list[str]], typer.Option(
     "--model", "-m", metavar="NAME",
@@ -44,7 +47,8 @@ ModelsOpt = Annotated[Optional[list[str]], typer.Option(
          "Default: the dataset's variants, else $JSONAGENT_MODEL.")]
 
 
-@app.command("run", cls=PlainCommand)
+@app.command("run", cls=PlainCommand,
+             short_help="Run a dataset's cases for each variant and print the pass rates.")
 @guarded
 def run(ctx: typer.Context,
         dataset: Annotated[Path, typer.Argument(metavar="DATASET",
@@ -158,7 +162,8 @@ def _write_html(report: Report, path: Path, dataset: Path | None) -> None:
     typer.echo(f"report: {path}", err=True)
 
 
-@app.command("compare", cls=PlainCommand)
+@app.command("compare", cls=PlainCommand,
+             short_help="Compare two results files: the flips and the paired test.")
 @guarded
 def compare(old: Annotated[Path, typer.Argument(metavar="OLD.jsonl", help="Results before.")],
             new: Annotated[Path, typer.Argument(metavar="NEW.jsonl", help="Results after.")],

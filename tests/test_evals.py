@@ -350,3 +350,25 @@ def test_a_case_output_type_from_json_schema_is_enforced(tmp_path):
     run = report.runs[0]
     assert run.verdict == "pass" and run.answer == {"bin": "R7-12"}
     assert len(model.requests) == 2  # the first answer was re-asked: it lacked "bin"
+
+
+def test_the_readme_example_runs(capsys):
+    from test_readme import python_blocks
+
+    block, = python_blocks("Evaluating an agent")
+    exec(compile(block, "README.md", "exec"), {})
+    rate, low, high = capsys.readouterr().out.split()
+    assert (rate, high) == ("1.0", "1.0") and low.startswith("0.43")
+
+
+def test_the_readme_dataset_loads(tmp_path):
+    import re
+
+    from test_readme import README
+
+    body = README.read_text().split("## Evaluating an agent\n", 1)[1].split("\n## ", 1)[0]
+    yaml_block, = re.findall(r"```yaml\n(.*?)```", body, re.S)
+    ds = Dataset.load(write(tmp_path, yaml_block))
+    assert [c.name for c in ds.cases] == ["pow", "weekday", "part"]
+    assert [v.name for v in ds.variants] == ["small", "big"]
+    assert [e.label for e in ds.cases[1].checks(ds.evaluators)] == ["status", "contains", "judge"]

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 import jsonagent.evals
-from jsonagent import Agent
+from jsonagent import Agent, core_tools, tool
 from jsonagent.errors import EvalError, ModelError
 from jsonagent.evals import (Call, Case, Contains, Dataset, Equals, Fields, Judge, Number,
                              Outcome, Python, Regex, Schema, SecondsAtMost, Status, StepsAtMost,
@@ -372,3 +372,31 @@ def test_the_readme_dataset_loads(tmp_path):
     assert [c.name for c in ds.cases] == ["pow", "weekday", "part"]
     assert [v.name for v in ds.variants] == ["small", "big"]
     assert [e.label for e in ds.cases[1].checks(ds.evaluators)] == ["status", "contains", "judge"]
+
+
+def test_the_scripted_person_and_the_approval_policy_of_a_case(tmp_path):
+    deleted = []
+
+    def delete(name: str) -> str:
+        """Delete a file."""
+        deleted.append(name)
+        return "deleted"
+
+    def factory(case, variant):
+        model = ScriptedModel([step("AskHumanHelpTool", {"question": "Which day?"}),
+                               step("AskHumanHelpTool", {"question": "And the year?"}),
+                               step("delete", {"name": "a.txt"}),
+                               step("TaskCompleteTool", {"output": "ok"})])
+        return Agent(model=model, tools=[*core_tools(), tool(delete, confirm=True)],
+                     ask_human=case.ask_human(), approve=case.approver())
+
+    ds = Dataset(cases=[Case(input="go", name="told", human=["Monday", "2024"],
+                             approve={"delete": "approve"}),
+                        Case(input="go", name="refused", human=["Monday", "2024"]),
+                        Case(input="go", name="unanswered", human=["Monday"])])
+    runs = {r.case: r for r in ds.run(factory).runs}
+    told = runs["told"].trace
+    assert [s["observation"] for s in told[:3]] == ["Monday", "2024", "deleted"]
+    assert deleted == ["a.txt"]  # refused in the second case
+    assert runs["refused"].trace[2]["error"] and runs["refused"].verdict == "pass"
+    assert runs["unanswered"].status == "needs_human" and runs["unanswered"].verdict == "fail"

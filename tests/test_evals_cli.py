@@ -266,3 +266,44 @@ def test_the_html_report_opens_a_runs_steps_on_click(tmp_path):
             assert "expected: 0.00 expected '7', got '1024'" in text
         finally:
             browser.close()
+
+
+def test_a_run_that_kills_its_worker_is_an_error_and_the_eval_goes_on(tmp_path):
+    (tmp_path / "crasher.py").write_text("import os\n\ndef crash():\n    os._exit(3)\n")
+    spec = tmp_path / "crash.json"
+    spec.write_text(json.dumps([{"name": "Crash", "description": "Crash.",
+                                 "handler": "crasher:crash",
+                                 "parameters": {"type": "object", "properties": {}}}]))
+    crash = script(tmp_path / "crash-script.json", step("Crash"), DONE)
+    ds = dataset(tmp_path, f"""
+defaults: {{tools: [{spec}]}}
+variants: [{{name: v, model: "{crash}"}}]
+cases:
+  - {{name: boom, input: crash please}}
+""")
+    out = tmp_path / "r.jsonl"
+    proc = cli("eval", ds, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    line, = read_results(out)
+    assert line["extra"] == {"variant": "v", "case": "boom", "repeat": 0,
+                             "dataset": line["extra"]["dataset"]}
+    assert line["error"].startswith("worker crashed (exit code 3)")
+    assert "0.00-1.00" in proc.stdout  # no scored run: one error
+    again = cli("eval", ds, "-o", out)  # its line is a finished run, not a foreign one
+    assert again.returncode == 0 and "1 runs, 0 run now" in again.stdout
+
+
+def test_a_progress_bar_on_a_terminal(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    model = script(tmp_path / "s.json", DONE)
+    ds = dataset(tmp_path, "cases:\n" + "".join(f"  - {{input: q{i}, expected: '{i % 2}'}}\n"
+                                                for i in range(6)))
+    child = pexpect.spawn(sys.executable, ["-m", "jsonagent", "eval", str(ds), "-m", model],
+                          encoding="utf-8", timeout=60, env={**os.environ, "COLUMNS": "120"})
+    try:
+        gap = r"(?:\x1b\[[0-9;]*m|\s)+"
+        child.expect(rf"eval{gap}.*6/6{gap}6 failed")  # no case's answer is "0" or "1"
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -44,7 +44,8 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         path = transcript_path(transcripts, task.id)
         path.unlink(missing_ok=True)  # an attempt cut short earlier starts over
         agent.transcript = path
-    line = TaskResult(id=task.id, status=FAILED, worker=worker or worker_name())
+    line = TaskResult(id=task.id, status=FAILED, worker=worker or worker_name(),
+                      extra=task.extra)
     try:
         from ..events import jsonable
 
@@ -97,7 +98,8 @@ def fatal(exc: BaseException) -> tuple:
 
 def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
     return TaskResult(id=task.id, status=FAILED, error=error, worker=worker,
-                      seconds=round(seconds, 4), ok=False if task.expect is not None else None)
+                      seconds=round(seconds, 4), ok=False if task.expect is not None else None,
+                      extra=task.extra)
 
 
 # -- one dispatcher for both backends ----------------------------------------------------------

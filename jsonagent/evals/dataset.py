@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
@@ -125,8 +124,6 @@ class Dataset(BaseModel):
         path = Path(path)
         text = read_text(path, EvalError, "dataset")
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        if str(path.parent.resolve()) not in sys.path:  # `python:` evaluators beside it
-            sys.path.append(str(path.parent.resolve()))
         if path.suffix == ".jsonl":
             return _from_jsonl(path, text, digest)
         return _from_yaml(path, text, digest)
@@ -235,7 +232,8 @@ def _build(data: dict, path: Path, digest: str, line: Callable[[tuple], int]) ->
         fail(("defaults",), "must be a mapping of case fields")
     if not isinstance(data["cases"], list) or not data["cases"]:
         fail(("cases",), "must be a non-empty list of cases")
-    shared = [parse_evaluator(spec, ("evaluators", i), fail)
+    base = str(path.parent.resolve())
+    shared = [parse_evaluator(spec, ("evaluators", i), fail, base)
               for i, spec in enumerate(_list(data.get("evaluators"), ("evaluators",), fail))]
     cases, names = [], {}
     for i, raw in enumerate(data["cases"]):
@@ -244,16 +242,15 @@ def _build(data: dict, path: Path, digest: str, line: Callable[[tuple], int]) ->
             fail(loc, "a case is a mapping with at least \"input\"")
         merged = {**defaults, **raw}
         specs = _list(merged.pop("evaluators", None), (*loc, "evaluators"), fail)
-        merged["evaluators"] = [parse_evaluator(s, (*loc, "evaluators", j), fail)
+        merged["evaluators"] = [parse_evaluator(s, (*loc, "evaluators", j), fail, base)
                                 for j, s in enumerate(specs)]
         case = _validated(Case, merged, loc, fail)
         case.name = case.name or f"case-{i + 1}"
         if case.name in names:
             fail((*loc, "name"), f"duplicate name {case.name!r} (first at case {names[case.name]})")
         names[case.name] = i + 1
-        base = path.parent.resolve()
-        case.tools = [str(base / t) for t in case.tools]
-        case.mcp_config = [str(base / t) for t in case.mcp_config]
+        case.tools = [str(Path(base) / t) for t in case.tools]
+        case.mcp_config = [str(Path(base) / t) for t in case.mcp_config]
         if case.output_type is not None:
             _check_schema(case.output_type, (*loc, "output_type"), fail)
         cases.append(case)
@@ -285,8 +282,9 @@ def _validated(model: type, data: Any, loc: tuple, fail):
         fail((*loc, *where), message)
 
 
-def parse_evaluator(spec: Any, loc: tuple, fail) -> ev.Evaluator:
-    """`{KIND: VALUE, option: ...}` -> the evaluator; a bad one fails at `loc`."""
+def parse_evaluator(spec: Any, loc: tuple, fail, base: str | None = None) -> ev.Evaluator:
+    """`{KIND: VALUE, option: ...}` -> the evaluator; a bad one fails at `loc`. A `python:`
+    module is looked for in `base` (the dataset's folder) too."""
     kinds = [k for k in spec if k in KINDS] if isinstance(spec, dict) else []
     if len(kinds) != 1:
         fail(loc, "an evaluator is a mapping with one of " + ", ".join(KINDS))
@@ -312,6 +310,7 @@ def parse_evaluator(spec: Any, loc: tuple, fail) -> ev.Evaluator:
     elif kind == "schema":
         _check_schema(evaluator.schema, (*loc, kind), fail)
     elif kind == "python":
+        evaluator.base = evaluator.base or base
         if not re.fullmatch(r"[\w.]+:[\w.]+", str(evaluator.function)):
             fail((*loc, kind), "write it as module:function")
         try:

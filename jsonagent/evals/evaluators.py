@@ -315,6 +315,8 @@ class Python(Evaluator):
     function: str | Callable[[Any, Any], Any]
     threshold: float = 1.0
     name: str | None = None
+    base: str | None = None
+    """A folder to import the module from too (a dataset's own), in whichever process."""
     kind: ClassVar[str] = "python"
 
     @property
@@ -329,7 +331,10 @@ class Python(Evaluator):
         if callable(self.function):
             return self.function
         import importlib
+        import sys
 
+        if self.base and self.base not in sys.path:  # last, so it never shadows a package
+            sys.path.append(self.base)
         module, _, attr = self.function.partition(":")
         obj = importlib.import_module(module)
         for part in attr.split("."):

@@ -44,7 +44,9 @@ class Run:
     def of(cls, line: dict) -> Run:
         extra, usage = line.get("extra") or {}, line.get("usage") or {}
         return cls(variant=extra["variant"], case=extra["case"], repeat=extra.get("repeat", 0),
-                   verdict=extra["verdict"], status=line["status"], answer=line.get("answer"),
+                   # no verdict: the run's worker died, nothing was scored
+                   verdict=extra.get("verdict", ERROR), status=line["status"],
+                   answer=line.get("answer"),
                    why=extra.get("why") or line.get("error"), scores=extra.get("scores", []),
                    steps=line.get("steps", 0), seconds=line.get("seconds", 0.0),
                    tokens=usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0),

@@ -52,7 +52,9 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise EvalError(f"variant names must be unique: {', '.join(names)}")
-    tasks = [Task(id=key(v.name, c.name, r), input=c.input)
+    # the keys ride with each task, so that even a run whose worker died has its line
+    tasks = [Task(id=key(v.name, c.name, r), input=c.input,
+                  extra={"variant": v.name, "case": c.name, "repeat": r, "dataset": dataset.hash})
              for v in variants for c in dataset.cases for r in range(repeat)]
     if len({t.id for t in tasks}) != len(tasks):  # "a/b" + "c" and "a" + "b/c"
         raise EvalError("two variant and case names make the same key; rename one of them")
@@ -72,8 +74,7 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
 def _check_results_file(out: Path, dataset: Dataset) -> None:
     """Lines of another dataset (or of a batch) in `out` would be taken as finished runs."""
     for line in read_results(out):
-        extra = line.get("extra") or {}
-        if extra.get("dataset") not in (None, dataset.hash) or "case" not in extra:
+        if (line.get("extra") or {}).get("dataset") != dataset.hash:
             raise EvalError(f"{out} holds results of another dataset (or no eval's): give "
                             "another output file, or remove it to start over")
 

@@ -3,7 +3,6 @@ runs in this process (the CLI's are in test_evals_cli.py, the statistics in
 test_evals_stats.py). Scripted models only."""
 
 import json
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel

@@ -136,6 +136,13 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
     line = read_results(tmp_path / "cases.results.jsonl")[0]
     assert line["extra"]["verdict"] == "error"
     assert line["extra"]["why"].startswith("the model failed: scripted model ran out of replies")
+    assert "1 run ended on an error of the eval" in proc.stderr
+    script(tmp_path / "s.json", DONE)  # the endpoint is back
+    assert "1 runs, 0 run now" in cli("eval", ds, "-m", model).stdout  # finished, as it was
+    again = cli("eval", ds, "-m", model, "--retry-errors", "--fail-under", "1")
+    assert again.returncode == 0 and "1 runs, 1 run now" in again.stdout, again.stderr
+    line, = read_results(tmp_path / "cases.results.jsonl")
+    assert line["extra"]["verdict"] == "pass"
 
 
 def test_variants_and_a_judge_in_the_worker(tmp_path):
@@ -201,6 +208,17 @@ def test_a_bad_dataset_is_one_line_with_file_line_and_field_and_exit_2(tmp_path)
     assert proc.stderr.startswith(f"error: {ds}:4: cases[0].evaluators[0].regex: not a valid "
                                   "regular expression")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "cases.results.jsonl").exists()
+
+
+def test_what_would_fail_every_run_is_a_usage_error_before_anything_runs(tmp_path):
+    ds = dataset(tmp_path, "cases:\n  - {input: a, tools: [missing.json]}\n")
+    no_model = cli("eval", ds)
+    assert no_model.returncode == 2 and no_model.stderr == (
+        "error: variant default has no model: pass --model NAME, give the variant a model, "
+        "or set JSONAGENT_MODEL\n")
+    no_tools = cli("eval", ds, "-m", "scripted:/nowhere.json")
+    assert no_tools.returncode == 2 and "missing.json: cannot read tool specs" in no_tools.stderr
     assert not (tmp_path / "cases.results.jsonl").exists()
 
 

@@ -77,6 +77,9 @@ def run(ctx: typer.Context,
             help="Give up on a run after this long; the case fails.")] = None,
         transcripts: Annotated[Optional[Path], typer.Option(
             "--transcripts", metavar="DIR", help="Keep one JSONL transcript per run.")] = None,
+        retry_errors: Annotated[bool, typer.Option(
+            "--retry-errors", help="Run again the runs of --output that ended on an error of "
+                                   "the eval (the model endpoint failed, say).")] = False,
         # the shared run options; RunOptions.of(ctx) gathers them (--model may repeat here)
         tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
         mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
@@ -95,16 +98,19 @@ def run(ctx: typer.Context,
     met, 2 for a bad dataset or option, 130 when interrupted."""
     from ..batch import read_results
     from ..evals import Dataset
-    from ..evals.runner import key, run as run_eval
+    from ..evals.runner import errored, key, run as run_eval
 
     models = list(ctx.params["model"] or [])
     ctx.params["model"] = None  # RunOptions holds one model; the variants hold the others
     opts = RunOptions.of(ctx)
     data = Dataset.load(dataset)
     variants = _variants(data, models)
-    out = output or dataset.with_suffix(".results.jsonl")
     default_model = models[0] if len(models) == 1 else None
+    _preflight(opts.model_copy(update={"model": default_model}), data, variants)
+    out = output or dataset.with_suffix(".results.jsonl")
     done = {r["id"] for r in read_results(out)} if out.exists() else set()
+    if retry_errors and done:
+        done -= errored(out)
     todo = sum(key(v.name, c.name, r) not in done
                for v in variants for c in data.cases for r in range(repeat))
     try:
@@ -114,11 +120,15 @@ def run(ctx: typer.Context,
                               variants=variants, workers=workers or 1, backend=backend.value,
                               ray_address=ray_address, task_timeout=task_timeout,
                               transcripts=transcripts, model=default_model,
-                              on_result=bar.advance if bar else None)
+                              retry_errors=retry_errors, on_result=bar.advance if bar else None)
     except KeyboardInterrupt:
         fail(f"interrupted; the finished runs are in {out}: run the same command again to "
              "finish", 130)
     print_report(result, f"{out}: {len(result.runs)} runs, {todo} run now")
+    errors = sum(r.verdict == "error" for r in result.runs)
+    if errors:
+        typer.echo(f"{errors} run{'s' * (errors != 1)} ended on an error of the eval (its "
+                   f"\"why\" in {out} says what); --retry-errors runs them again", err=True)
     if report is not None:
         _write_html(result, report, data.path)
     gate = _below(result, fail_under)
@@ -136,6 +146,22 @@ def _variants(data, models: list[str]) -> list[Variant]:
     if data.variants:
         return data.variants
     return [Variant(name=m, model=m) for m in models] or [Variant(name="default")]
+
+
+def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:
+    """What would make every run fail the same way is a usage error, found before anything
+    runs: a variant without a model, a tool spec that does not load."""
+    import os
+
+    from ..errors import ConfigError
+    from ..tools.toolset import Toolset
+
+    for v in variants:
+        if not (v.model or opts.model or os.environ.get("JSONAGENT_MODEL")):
+            raise ConfigError(f"variant {v.name} has no model: pass --model NAME, give the "
+                              "variant a model, or set JSONAGENT_MODEL")
+    for tools in {tuple(c.tools) for c in data.cases} | {()}:
+        Toolset.build([*opts.tools, *map(Path, tools)]).close()
 
 
 def _below(report: Report, rate: float | None) -> str | None:

@@ -14,7 +14,8 @@ and say whether a difference is real or noise.
 
 from __future__ import annotations
 
-from .dataset import Case, Dataset, Variant, schema_type
+from .case import Case, Variant, schema_type
+from .dataset import Dataset
 from .evaluators import (Contains, Equals, Evaluator, Fields, Number, Outcome, Python, Regex,
                          Schema, Score, SecondsAtMost, Status, StepsAtMost, TokensAtMost,
                          Trajectory)

@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import functools
 import tempfile
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..batch import Task, TaskResult, read_results, run_batch, run_task
+from ..batch import Task, TaskResult, read_results, rewrite_without, run_batch, run_task
 from ..errors import EvalError, ModelError
 from ..status import FAILED
-from .dataset import Case, Dataset, Variant
+from .case import Case, Variant
 from .evaluators import Outcome, Score
-from .report import Report
+from .report import ERROR, FAIL, PASS, Report
 
+# `Dataset` is named in annotations only: dataset.py imports this module to run itself
 AgentFactory = Callable[[Case, Variant], Any]
 """`factory(case, variant)` -> an Agent for that run. Workers other than `inline` need it to
 pickle (a module-level function, or a functools.partial of one)."""
-
-PASS, FAIL, ERROR = "pass", "fail", "error"
-
 
 def key(variant: str, case: str, repeat: int) -> str:
     return f"{variant}/{case}#{repeat}"
@@ -38,14 +35,15 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
         repeat: int = 1, variants: list[Variant] | None = None, workers: int | None = None,
         backend: str | None = None, ray_address: str | None = None,
         task_timeout: float | None = None, transcripts: str | Path | None = None,
-        model: str | None = None, on_result: Callable[[TaskResult], None] | None = None
-        ) -> Report:
+        model: str | None = None, retry_errors: bool = False,
+        on_result: Callable[[TaskResult], None] | None = None) -> Report:
     """Run each case `repeat` times for each variant (the dataset's, else one named
     "default"); return the Report of every run in `out`.
 
     `backend` is inline (this process, one run at a time: the default without `workers`),
     local (that many worker processes) or ray. `model` is the model of a variant that names
-    none (a judge without a model uses it too)."""
+    none (a judge without a model uses it too). A run that ended on an error of the eval is
+    finished like any other, unless `retry_errors` runs it again."""
     if repeat < 1:
         raise EvalError("repeat must be at least 1")
     variants = variants or dataset.variants or [Variant(name="default")]
@@ -61,6 +59,8 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
     with tempfile.TemporaryDirectory(prefix="jsonagent-eval-") as scratch:
         out = Path(out) if out is not None else Path(scratch) / "results.jsonl"
         _check_results_file(out, dataset)
+        if retry_errors and (again := errored(out)):
+            rewrite_without(out, again)
         worker = functools.partial(EvalWorker, dataset, variants, factory, repeat, model)
         run_batch(tasks, out, worker, workers=workers,
                   backend=backend or ("inline" if workers is None else "local"),
@@ -77,6 +77,12 @@ def _check_results_file(out: Path, dataset: Dataset) -> None:
         if (line.get("extra") or {}).get("dataset") != dataset.hash:
             raise EvalError(f"{out} holds results of another dataset (or no eval's): give "
                             "another output file, or remove it to start over")
+
+
+def errored(out: Path) -> set[str]:
+    """The runs of `out` that ended on an error of the eval (a dead worker's has no verdict)."""
+    return {r["id"] for r in read_results(out)
+            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR}
 
 
 class EvalWorker:

@@ -325,3 +325,15 @@ def test_a_progress_bar_on_a_terminal(tmp_path):
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_one_model_serves_the_variants_that_name_none(tmp_path):
+    model = script(tmp_path / "s.json", DONE)
+    ds = dataset(tmp_path, "variants: [{name: cold}, {name: react, prompt_style: react}]\n"
+                 "cases:\n  - {input: a, expected: '1024'}\n")
+    proc = cli("eval", ds, "-m", model, "--fail-under", "1")
+    assert proc.returncode == 0, proc.stderr
+    lines = read_results(tmp_path / "cases.results.jsonl")
+    assert {r["extra"]["variant"] for r in lines} == {"cold", "react"}
+    assert {r["extra"]["model"] for r in lines} == {f"scripted:{tmp_path / 's.json'}"}
+    assert proc.stdout.index("cold: model") < proc.stdout.index("react: model")

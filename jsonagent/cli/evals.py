@@ -106,7 +106,8 @@ def run(ctx: typer.Context,
     data = Dataset.load(dataset)
     variants = _variants(data, models)
     default_model = models[0] if len(models) == 1 else None
-    _preflight(opts.model_copy(update={"model": default_model}), data, variants)
+    opts = opts.model_copy(update={"model": default_model})  # for variants that name none
+    _preflight(opts, data, variants)
     out = output or dataset.with_suffix(".results.jsonl")
     done = {r["id"] for r in read_results(out)} if out.exists() else set()
     if retry_errors and done:

@@ -144,8 +144,9 @@ def _runs_json(report: Report) -> str:
     runs = [{"variant": r.variant, "case": r.case, "repeat": r.repeat, "verdict": r.verdict,
              "status": r.status, "why": r.why, "answer": r.answer, "scores": r.scores,
              "trace": r.trace} for r in report.runs]
-    # inside <script>, "</" would end it early; "<\/" is the same JSON string
-    return json.dumps(runs, ensure_ascii=False).replace("</", "<\\/")
+    # inside <script>, "</script" or "<!--" would change how the page parses; a "<" can only
+    # be in a JSON string, where \u003c is the same character
+    return json.dumps(runs, ensure_ascii=False).replace("<", "\\u003c")
 
 
 def _num(value, form: str = "{:g}") -> str:

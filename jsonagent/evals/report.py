@@ -103,15 +103,25 @@ class Comparison:
 
 
 class Report:
-    def __init__(self, runs: list[Run], source: str = ""):
-        self.runs, self.source = runs, source
-        self.variants = list(dict.fromkeys(r.variant for r in runs))
-        self.cases = list(dict.fromkeys(r.case for r in runs))
+    """The runs of an eval. `variants` and `cases` give their order (a dataset's); by default
+    the order they first appear in, since workers finish in any order. The first variant is
+    the one the others are compared with."""
+
+    def __init__(self, runs: list[Run], source: str = "", variants: list[str] | None = None,
+                 cases: list[str] | None = None):
+        self.source = source
+        self.variants = list(dict.fromkeys([*(variants or []), *(r.variant for r in runs)]))
+        self.cases = list(dict.fromkeys([*(cases or []), *(r.case for r in runs)]))
+        v, c = {n: i for i, n in enumerate(self.variants)}, {n: i for i, n in enumerate(self.cases)}
+        self.runs = sorted(runs, key=lambda r: (v[r.variant], c[r.case], r.repeat))
+        present = {r.variant for r in runs}, {r.case for r in runs}
+        self.variants = [n for n in self.variants if n in present[0]]
+        self.cases = [n for n in self.cases if n in present[1]]
 
     @classmethod
-    def from_lines(cls, lines: list[dict], source: str = "") -> Report:
+    def from_lines(cls, lines: list[dict], source: str = "", **order) -> Report:
         try:
-            return cls([Run.of(line) for line in lines], source)
+            return cls([Run.of(line) for line in lines], source, **order)
         except (KeyError, TypeError):
             raise EvalError(f"{source or 'results'}: not the results of an eval") from None
 

@@ -68,7 +68,8 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
                   on_result=on_result, job=run_case)
         wanted = {t.id for t in tasks}
         return Report.from_lines([r for r in read_results(out) if r["id"] in wanted],
-                                 source=str(out))
+                                 source=str(out), variants=names,
+                                 cases=[c.name for c in dataset.cases])
 
 
 def _check_results_file(out: Path, dataset: Dataset) -> None:

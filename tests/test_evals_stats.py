@@ -72,6 +72,8 @@ def test_paired_comparison_aggregates_repeats_per_case_first():
     assert c.test == "permutation" and c.cases == 6 and c.b_only == list(a)
     assert c.p == pytest.approx(2 / 64)  # exact: only the two extreme sign patterns
     assert c.delta == 1.0 and not c.worse
+    assert c.sentence == ("B's pass rate is 100 points higher than A's, case by case over 6 "
+                          "cases (95% CI +100 to +100 points): p = 0.0312")
     one = compare_runs({f"c{i}": (1, 1) for i in range(9)},
                        {f"c{i}": (int(i == 0), 1) for i in range(9)}, "A", "B")
     assert one.test == "mcnemar" and one.p == pytest.approx(stats.mcnemar(0, 8)) and one.worse

@@ -203,9 +203,11 @@ def compare_runs(a_cases: dict[str, tuple[int, int]], b_cases: dict[str, tuple[i
         p, test = stats.permutation_p(diffs), "permutation"
         low, high = stats.bootstrap_interval(diffs)
         change = stats.mean(diffs) or 0.0
-        sentence = (f"{b}'s pass rate is {abs(change):.0%} {'higher' if change >= 0 else 'lower'}"
-                    f" than {a}'s over {len(shared)} cases (95% CI {low:+.0%} to {high:+.0%}): "
-                    f"p = {p:.3g}" + ("" if p < 0.05 else ", within the noise"))
+        way = "the same as" if change == 0 else \
+            f"{abs(change) * 100:.0f} points {'higher' if change > 0 else 'lower'} than"
+        sentence = (f"{b}'s pass rate is {way} {a}'s, case by case over {len(shared)} cases "
+                    f"(95% CI {low * 100:+.0f} to {high * 100:+.0f} points): p = {p:.3g}"
+                    + ("" if p < 0.05 else ", within the noise"))
     delta = stats.mean([rate_b[c] - rate_a[c] for c in shared]) or 0.0
     scores = {}
     for name in sorted(set(a_scores or {}) & set(b_scores or {})):

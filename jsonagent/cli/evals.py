@@ -115,7 +115,7 @@ def run(ctx: typer.Context,
     todo = sum(key(v.name, c.name, r) not in done
                for v in variants for c in data.cases for r in range(repeat))
     try:
-        with _Progress(todo, "eval", lambda r: (r.extra or {}).get("verdict") != "pass") \
+        with _Progress(todo, "eval", lambda r: (r.extra or {}).get("verdict") == "fail") \
                 if todo and sys.stderr.isatty() else contextlib.nullcontext() as bar:
             result = run_eval(data, functools.partial(case_agent, opts), out, repeat=repeat,
                               variants=variants, workers=workers or 1, backend=backend.value,

@@ -5,6 +5,7 @@ never a pass."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from string import Template
 from typing import Any, ClassVar
@@ -25,6 +26,14 @@ class Verdict(BaseModel):
 
 class JudgeFailed(Exception):
     pass
+
+
+@functools.lru_cache(maxsize=4)
+def _resolved(spec: str):
+    """One model per judge in each worker: a local model loads once, not once a run."""
+    from ..models import resolve_model
+
+    return resolve_model(spec)
 
 
 @dataclass
@@ -49,6 +58,8 @@ class Judge(Evaluator):
             f"A right answer, for reference:\n{answer_text(expected)}\n",
             answer="(none: the run ended " + outcome.result.status + ")"
             if outcome.answer is None else answer_text(outcome.answer))
+        if isinstance(model, str):
+            model = _resolved(model)
         with Agent(model=model, tools=[], output_type=Verdict, max_steps=self.max_steps) as judge:
             result = judge.run(prompt)
         if result.status != COMPLETED:

@@ -54,8 +54,12 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
     tasks = [Task(id=key(v.name, c.name, r), input=c.input,
                   extra={"variant": v.name, "case": c.name, "repeat": r, "dataset": dataset.hash})
              for v in variants for c in dataset.cases for r in range(repeat)]
-    if len({t.id for t in tasks}) != len(tasks):  # "a/b" + "c" and "a" + "b/c"
-        raise EvalError("two variant and case names make the same key; rename one of them")
+    seen: set[str] = set()
+    for t in tasks:  # two cases of one name, or "a/b" + "c" and "a" + "b/c"
+        if t.id in seen:
+            raise EvalError(f"two runs would have the same key {t.id!r}: give every case and "
+                            "every variant a name of its own")
+        seen.add(t.id)
     with tempfile.TemporaryDirectory(prefix="jsonagent-eval-") as scratch:
         out = Path(out) if out is not None else Path(scratch) / "results.jsonl"
         _check_results_file(out, dataset)

@@ -44,6 +44,17 @@ def slow_tool(tmp_path, seconds=0.0):
     return spec
 
 
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def dataset(tmp_path, body):
     path = tmp_path / "cases.yaml"
     path.write_text(body)
@@ -100,7 +111,11 @@ def test_kill_9_in_the_middle_then_the_same_command_finishes_without_repeating(t
             proc.wait(10)
     before = [r["id"] for r in read_results(out)]
     assert 4 <= len(before) < n
-    time.sleep(1)  # orphaned workers notice their parent is gone and leave
+    workers = {int(r["worker"].rsplit(":", 1)[1]) for r in read_results(out)}
+    deadline = time.monotonic() + 10  # orphaned workers notice their parent is gone and leave
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in workers)
     calls_before = (tmp_path / "calls.txt").read_text().count("\n")
     again = cli("eval", *args[1:])
     assert again.returncode == 0, again.stderr

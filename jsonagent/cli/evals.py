@@ -97,6 +97,7 @@ def run(ctx: typer.Context,
     interrupted eval: finished runs are kept. Exit 0 when done, 1 when --fail-under is not
     met, 2 for a bad dataset or option, 130 when interrupted."""
     from ..batch import read_results
+    from ..errors import ConfigError
     from ..evals import Dataset
     from ..evals.runner import errored, key, run as run_eval
 
@@ -108,6 +109,8 @@ def run(ctx: typer.Context,
     default_model = models[0] if len(models) == 1 else None
     opts = opts.model_copy(update={"model": default_model})  # for variants that name none
     _preflight(opts, data, variants)
+    if report is not None and not report.resolve().parent.is_dir():
+        raise ConfigError(f"--report {report}: no such directory {report.resolve().parent}")
     out = output or dataset.with_suffix(".results.jsonl")
     done = {r["id"] for r in read_results(out)} if out.exists() else set()
     if retry_errors and done:

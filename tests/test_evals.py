@@ -337,6 +337,9 @@ def test_results_of_another_dataset_are_refused(tmp_path):
     Dataset(cases=[Case(input="a")]).run(factory, out)
     with pytest.raises(EvalError, match="holds results of another dataset"):
         Dataset(cases=[Case(input="b")]).run(factory, out)
+    # a dataset built in code hashes the same in every process: its functions by name
+    again = [Case(input="a", evaluators=[Python(lambda c, r: True)]) for _ in range(2)]
+    assert Dataset(cases=[again[0]]).hash == Dataset(cases=[again[1]]).hash
 
 
 def test_a_case_output_type_from_json_schema_is_enforced(tmp_path):

@@ -59,8 +59,10 @@ class Dataset(BaseModel):
         return _from_yaml(path, text, digest)
 
     def model_post_init(self, _):
-        if not self.hash:
-            blob = repr([c.model_dump() for c in self.cases]).encode()
+        if not self.hash:  # the same cases hash the same in every process (no object ids)
+            blob = json.dumps([[c.model_dump(mode="json", exclude={"evaluators"}),
+                                [(e.kind, e.label) for e in c.evaluators]] for c in self.cases],
+                              sort_keys=True, default=str).encode()
             self.hash = hashlib.sha256(blob).hexdigest()[:16]
         for i, case in enumerate(self.cases):
             case.name = case.name or f"case-{i + 1}"

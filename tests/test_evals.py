@@ -402,3 +402,16 @@ def test_the_scripted_person_and_the_approval_policy_of_a_case(tmp_path):
     assert deleted == ["a.txt"]  # refused in the second case
     assert runs["refused"].trace[2]["error"] and runs["refused"].verdict == "pass"
     assert runs["unanswered"].status == "needs_human" and runs["unanswered"].verdict == "fail"
+
+
+def test_each_result_records_the_sampling_the_model_call_sent(tmp_path):
+    from jsonagent import ModelReply
+
+    sent = {"temperature": 0.7, "top_p": 0.9}
+    reply = ModelReply(text=json.dumps(step("TaskCompleteTool", {"output": "x"})), sampling=sent)
+    report = Dataset(cases=[Case(input="a")]).run(
+        lambda c, v: Agent(model=ScriptedModel([reply]), tools=[]), tmp_path / "r.jsonl")
+    assert report.runs[0].sampling == sent and report.summary("default").sampling == sent
+    from jsonagent.evals.html import render
+
+    assert "top_p" in render(report)

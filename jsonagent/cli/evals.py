@@ -266,7 +266,9 @@ def print_report(report: Report, title: str) -> None:
     console.print(table)
     for s in summaries:
         scores = ", ".join(f"{name} {v:.2f}" for name, v in s.scores.items())
+        sampling = ", ".join(f"{k} {v}" for k, v in (s.sampling or {}).items())
         console.print(f"{s.variant}: model {s.model or '-'}" +
+                      (f" ({sampling})" if sampling else "") +
                       (f"; mean scores: {scores}" if scores else ""),
                       markup=False, highlight=False)
     for other in report.variants[1:]:

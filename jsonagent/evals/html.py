@@ -63,6 +63,7 @@ def render(report: Report, title: str = "eval") -> str:
     summaries = report.summaries()
     rows = "".join(
         f"<tr><td>{escape(s.variant)}</td><td>{escape(s.model or '-')}</td>"
+        f"<td>{escape(json.dumps(s.sampling) if s.sampling else '-')}</td>"
         f"<td>{'-' if s.rate is None else f'{s.rate:.1%}'}</td>"
         f"<td>{s.low:.2f}–{s.high:.2f}</td><td>{s.passed}</td><td>{s.failed}</td>"
         f"<td>{s.errors}</td><td>{_num(s.median_steps)}</td>"
@@ -76,7 +77,7 @@ def render(report: Report, title: str = "eval") -> str:
 <h1>{escape(title)}</h1>
 <p class="note">{len(report.runs)} runs of {len(report.cases)} cases. The pass rate counts the
 runs scored: errors (the model endpoint failed, an evaluator could not score) are left out.</p>
-<table class="summary"><tr><th>variant</th><th>model</th><th>pass rate</th><th>95% CI</th>
+<table class="summary"><tr><th>variant</th><th>model</th><th>sampling</th><th>pass rate</th><th>95% CI</th>
 <th>pass</th><th>fail</th><th>errors</th><th>median steps</th><th>median s</th>
 <th>median tokens</th></tr>{rows}</table>
 {_chart(summaries)}

@@ -58,6 +58,8 @@ class Run:
 class Summary:
     variant: str
     model: str | None
+    sampling: dict | None
+    """The sampling settings its first model call sent (None: the backend does not say)."""
     runs: int
     passed: int
     failed: int
@@ -164,6 +166,7 @@ class Report:
                 means.setdefault(s["name"], []).append(s["score"])
         return Summary(
             variant=variant, model=next((r.model for r in runs if r.model), None),
+            sampling=next((r.sampling for r in runs if r.sampling), None),
             runs=len(runs), passed=passed, failed=failed, errors=len(runs) - passed - failed,
             rate=passed / (passed + failed) if passed + failed else None, low=low, high=high,
             repeats=repeats,

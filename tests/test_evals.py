@@ -56,6 +56,9 @@ def test_contains_regex_and_number():
     assert score(Contains("02"), outcome("1024")).passed
     assert not score(Contains("PARIS"), outcome("paris")).passed
     assert score(Contains("PARIS", ignore_case=True), outcome("paris")).passed
+    assert score(Contains(["Oslo", "paris"]), outcome("paris, surely")).reason == \
+        "found 'paris' in 'paris, surely'"
+    assert score(Contains(["Oslo", "Rome"]), outcome("paris")).reason == "no 'Oslo' or 'Rome' in 'paris'"
     assert score(Regex(r"^\d{4}$")).passed and not score(Regex(r"^\d{3}$")).passed
     assert score(Number(3.14, tolerance=0.01), outcome("pi is about 3.1416")).passed
     assert not score(Number(3.14), outcome("pi is about 3.1416")).passed
@@ -395,13 +398,15 @@ def test_the_scripted_person_and_the_approval_policy_of_a_case(tmp_path):
     ds = Dataset(cases=[Case(input="go", name="told", human=["Monday", "2024"],
                              approve={"delete": "approve"}),
                         Case(input="go", name="refused", human=["Monday", "2024"]),
-                        Case(input="go", name="unanswered", human=["Monday"])])
+                        Case(input="go", name="unanswered", human=["Monday"]),
+                        Case(input="go", name="shrugged", human=["Monday"], human_after="no idea")])
     runs = {r.case: r for r in ds.run(factory).runs}
     told = runs["told"].trace
     assert [s["observation"] for s in told[:3]] == ["Monday", "2024", "deleted"]
     assert deleted == ["a.txt"]  # refused in the second case
     assert runs["refused"].trace[2]["error"] and runs["refused"].verdict == "pass"
     assert runs["unanswered"].status == "needs_human" and runs["unanswered"].verdict == "fail"
+    assert runs["shrugged"].trace[1]["observation"] == "no idea"
 
 
 def test_each_result_records_the_sampling_the_model_call_sent(tmp_path):

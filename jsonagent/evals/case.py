@@ -21,7 +21,9 @@ class Case(BaseModel):
     """The answer: text (equal after trimming), a number, or an object (equal field by field)."""
     evaluators: list[Any] = []
     human: list[str] = []
-    """The person's answers to the agent's questions, in order; then nobody answers."""
+    """The person's answers to the agent's questions, in order."""
+    human_after: str | None = None
+    """The answer to every later question; None: nobody answers, and the run pauses."""
     approve: str | dict[str, str] = "deny"
     """approve, deny, or one of them per tool ("*" for the rest) for calls that need it."""
     output_type: dict | None = None
@@ -55,7 +57,7 @@ class Case(BaseModel):
     def ask_human(self) -> Callable[[str], str | None]:
         """The scripted person for one run: each question gets the next answer."""
         answers = iter(self.human)
-        return lambda question: next(answers, None)
+        return lambda question: next(answers, self.human_after)
 
     def approver(self) -> Callable[[str, dict], bool]:
         policy = self.approve

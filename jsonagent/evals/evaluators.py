@@ -139,7 +139,9 @@ class Equals(Evaluator):
 
 @dataclass
 class Contains(Evaluator):
-    value: str
+    """The answer contains the text, or any one of a list of texts."""
+
+    value: str | list[str]
     ignore_case: bool = False
     name: str | None = None
     kind: ClassVar[str] = "contains"
@@ -147,11 +149,13 @@ class Contains(Evaluator):
     def check(self, case, outcome):
         if outcome.answer is None:
             return _no_answer(outcome)
-        text, want = answer_text(outcome.answer), str(self.value)
-        if self.ignore_case:
-            text, want = text.casefold(), want.casefold()
-        found = want in text
-        return found, f"{'found' if found else 'no'} {self.value!r} in {_short(text)!r}"
+        text = answer_text(outcome.answer)
+        fold = str.casefold if self.ignore_case else str
+        options = [self.value] if isinstance(self.value, str) else self.value
+        found = next((o for o in options if fold(o) in fold(text)), None)
+        if found is not None:
+            return True, f"found {found!r} in {_short(text)!r}"
+        return False, f"no {' or '.join(map(repr, options))} in {_short(text)!r}"
 
 
 @dataclass

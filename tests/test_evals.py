@@ -276,7 +276,7 @@ def test_dataset_run_scores_every_case_and_repeat_and_resumes(tmp_path):
                                           step("TaskCompleteTool", {"output": answer})]),
                      tools=[add], output_type=case.answer_type(), max_steps=case.max_steps)
 
-    ds = Dataset(cases=[Case(input="2**10?", name="pow", expected="1024",
+    ds = Dataset(cases=[Case(input="2**10?", name="pow", expected="1024", tags=["math"],
                              evaluators=[Trajectory([Call("add", {"a": 1})])]),
                         Case(input="count", name="n", evaluators=[Contains("1024")])])
     out = tmp_path / "results.jsonl"
@@ -287,6 +287,7 @@ def test_dataset_run_scores_every_case_and_repeat_and_resumes(tmp_path):
     assert (good.passed, good.failed, good.rate, good.pass_at[2]) == (4, 0, 1.0, 1.0)
     assert (bad.passed, bad.failed, bad.rate) == (0, 4, 0.0)
     assert good.scores == {"expected": 1.0, "trajectory": 1.0, "contains": 1.0}
+    assert report.by_tag("good") == {"math": (2, 2)} and report.by_tag("bad") == {"math": (0, 2)}
     line = json.loads(out.read_text().splitlines()[0])
     extra = line["extra"]
     assert (line["id"], extra["variant"], extra["case"], extra["repeat"]) == \

@@ -271,6 +271,9 @@ def print_report(report: Report, title: str) -> None:
                       (f" ({sampling})" if sampling else "") +
                       (f"; mean scores: {scores}" if scores else ""),
                       markup=False, highlight=False)
+        tags = ", ".join(f"{tag} {p}/{n}" for tag, (p, n) in report.by_tag(s.variant).items())
+        if tags:
+            console.print(f"  passed by tag: {tags}", markup=False, highlight=False)
     for other in report.variants[1:]:
         console.print(report.compare(report.variants[0], other).sentence, markup=False,
                       highlight=False)

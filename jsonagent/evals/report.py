@@ -177,6 +177,16 @@ class Report:
             median_tokens=stats.middle([r.tokens for r in scored]),
             scores={k: stats.mean(v) for k, v in means.items()})
 
+    def by_tag(self, variant: str) -> dict[str, tuple[int, int]]:
+        """tag -> (passed, scored runs) over the variant's runs of the cases with that tag."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.of(variant):
+            if r.verdict != ERROR:
+                for tag in r.tags:
+                    p, n = out.get(tag, (0, 0))
+                    out[tag] = (p + (r.verdict == PASS), n + 1)
+        return dict(sorted(out.items()))
+
     def summaries(self) -> list[Summary]:
         return [self.summary(v) for v in self.variants]
 

@@ -296,7 +296,8 @@ def test_the_html_report_opens_a_runs_steps_on_click(tmp_path):
             text = page.inner_text("#run")
             assert "second" in text and "noting it" in text and "Note" in text
             assert '"<b>hi</b>"' in text  # shown as text, never as markup
-            assert "expected: 0.00 expected '7', got '1024'" in text
+            assert "expected (0.00): expected '7', got '1024'" in text
+            assert "second / " in text and " / #1" in text
         finally:
             browser.close()
 

@@ -12,7 +12,7 @@ from .report import ERROR, PASS, Report
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}
 .grid td{text-align:center;padding:0}
 .cell{border:0;width:2.2em;height:1.8em;cursor:pointer;font-weight:bold;color:#fff}
@@ -35,11 +35,11 @@ function show(i) {
   const r = runs[i], box = document.getElementById('run');
   document.querySelectorAll('.cell.chosen').forEach(c => c.classList.remove('chosen'));
   document.querySelector('.cell[data-run="' + i + '"]').classList.add('chosen');
-  box.replaceChildren(text('h3', r.case + ' / ' + r.variant + ' / repeat ' + r.repeat));
+  box.replaceChildren(text('h3', r.case + ' / ' + r.variant + ' / #' + (r.repeat + 1)));
   box.append(text('p', r.verdict + ' (' + r.status + ')' + (r.why ? ': ' + r.why : '')));
   box.append(text('p', 'answer: ' + JSON.stringify(r.answer)));
   const scores = document.createElement('ul');
-  r.scores.forEach(s => scores.append(text('li', s.name + ': ' + s.score.toFixed(2) + ' '
+  r.scores.forEach(s => scores.append(text('li', s.name + ' (' + s.score.toFixed(2) + '): '
     + (s.error ? 'error: ' + s.error : s.reason))));
   box.append(scores);
   r.trace.forEach(s => {

@@ -197,15 +197,23 @@ def parse_evaluator(spec: Any, loc: tuple, fail, base: str | None = None) -> ev.
     cls = KINDS[kind]
     main = next(f.name for f in fields(cls))
     options = {k: v for k, v in spec.items() if k != kind}
+    known = [f.name for f in fields(cls) if f.name not in (main, "base")]
+    for option in options:
+        if option not in known:
+            fail((*loc, option), f"unknown option of {kind}; it takes "
+                 + (", ".join(known) or "none"))
     if kind == "trajectory":
         options["calls"] = [{"tool": c} if isinstance(c, str) else c
                             for c in _list(spec[kind], (*loc, kind), fail)]
+        for i, call in enumerate(options["calls"]):
+            extra = set(call) - {"tool", "args", "args_match"} if isinstance(call, dict) else ()
+            if extra:
+                fail((*loc, kind, i, sorted(extra)[0]), "unknown key of a call; it takes tool, "
+                     "args and args_match")
         if options.get("mode", "in_order") not in MODES:
             fail((*loc, "mode"), f"{options['mode']!r} is not one of {', '.join(MODES)}")
     else:
         options[main] = spec[kind]
-    if main in spec and kind != main:
-        fail((*loc, main), "give it as the value of " + kind)
     evaluator = _validated(cls, options, loc, fail)
     if kind == "regex":
         try:

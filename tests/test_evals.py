@@ -165,6 +165,12 @@ def test_a_judge_gives_a_score_and_a_reason_through_its_own_validated_run():
     assert "Is it right?" in prompt and "What is 2**10?" in prompt and "1024" in prompt
 
 
+def test_a_judge_is_not_asked_about_a_run_without_an_answer():
+    judge = ScriptedModel([])
+    s = score(Judge("Is it right?", model=judge), outcome(status="max_steps"))
+    assert (s.score, s.passed, s.error) == (0.0, False, None) and not judge.requests
+
+
 def test_a_judge_reply_out_of_range_is_reasked_then_taken():
     judge = ScriptedModel([step("TaskCompleteTool", {"score": 7, "reason": "great"}),
                            step("TaskCompleteTool", {"score": 0.3, "reason": "meh"})])

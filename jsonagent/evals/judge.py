@@ -49,6 +49,8 @@ class Judge(Evaluator):
     def check(self, case, outcome):
         from ..agent import Agent
 
+        if outcome.answer is None:  # nothing to judge: no call spent on it
+            return 0.0, f"no answer: the run ended {outcome.result.status}"
         # no model anywhere: Agent takes $JSONAGENT_MODEL, or says there is none
         model = self.model if self.model is not None else outcome.model
         expected = getattr(case, "expected", None)
@@ -56,8 +58,7 @@ class Judge(Evaluator):
             rubric=self.rubric.strip(), question=getattr(case, "input", ""),
             expected_block="" if expected is None else
             f"A right answer, for reference:\n{answer_text(expected)}\n",
-            answer="(none: the run ended " + outcome.result.status + ")"
-            if outcome.answer is None else answer_text(outcome.answer))
+            answer=answer_text(outcome.answer))
         if isinstance(model, str):
             model = _resolved(model)
         with Agent(model=model, tools=[], output_type=Verdict, max_steps=self.max_steps) as judge:

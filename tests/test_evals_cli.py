@@ -182,10 +182,11 @@ cases:
     assert several.returncode == 2 and "the dataset has variants" in several.stderr
 
 
-def write_results(path, verdicts, variant="v"):
+def write_results(path, verdicts, variant="v", dataset="d1"):
     path.write_text("".join(json.dumps({
         "id": f"{variant}/c{i}#0", "status": "completed",
-        "extra": {"variant": variant, "case": f"c{i}", "repeat": 0, "verdict": v}}) + "\n"
+        "extra": {"variant": variant, "case": f"c{i}", "repeat": 0, "verdict": v,
+                  "dataset": dataset}}) + "\n"
         for i, v in enumerate(verdicts)))
     return path
 
@@ -200,6 +201,9 @@ def test_compare_lists_the_flips_and_gates_on_a_significant_regression(tmp_path)
     assert "NEW passes 1 case that OLD fails and fails 8 that OLD passes: p = 0.0391" \
         in proc.stdout
     assert proc.stderr.strip() == "error: NEW is significantly worse than OLD: v"
+    other = write_results(tmp_path / "other.jsonl", ["pass"] * 11, dataset="d2")
+    assert "note: OLD and NEW are of different datasets (d1 and d2): cases are paired by name" \
+        in cli("eval", "compare", old, other).stderr
     assert cli("eval", "compare", old, new).returncode == 0  # no gate asked for
     assert cli("eval", "compare", new, old, "--fail-on-regression").returncode == 0  # better
     noise = write_results(tmp_path / "noise.jsonl", ["fail"] + ["pass"] * 8 + ["pass", "pass"])

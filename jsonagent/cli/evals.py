@@ -216,6 +216,9 @@ def compare(old: Annotated[Path, typer.Argument(metavar="OLD.jsonl", help="Resul
     if not pairs:
         raise ConfigError(f"no variant in common between {old} ({', '.join(before.variants)}) "
                           f"and {new} ({', '.join(after.variants)})")
+    if before.datasets != after.datasets:
+        typer.echo(f"note: OLD and NEW are of different datasets ({', '.join(before.datasets)} "
+                   f"and {', '.join(after.datasets)}): cases are paired by name", err=True)
     worse = []
     for a, b in pairs:
         c = before.compare(a, b, after, labels=("OLD", "NEW"))

@@ -39,6 +39,8 @@ class Run:
     sampling: dict | None = None
     trace: list[dict] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    dataset: str | None = None
+    """The hash of the dataset the run was of."""
 
     @classmethod
     def of(cls, line: dict) -> Run:
@@ -51,7 +53,8 @@ class Run:
                    steps=line.get("steps", 0), seconds=line.get("seconds", 0.0),
                    tokens=usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0),
                    model=extra.get("model"), sampling=extra.get("sampling"),
-                   trace=extra.get("trace", []), tags=extra.get("tags", []))
+                   trace=extra.get("trace", []), tags=extra.get("tags", []),
+                   dataset=extra.get("dataset"))
 
 
 @dataclass
@@ -138,6 +141,11 @@ class Report:
         if not lines and not Path(path).exists():
             raise EvalError(f"{path}: no such results file")
         return cls.from_lines(lines, str(path))
+
+    @property
+    def datasets(self) -> list[str]:
+        """The hashes of the datasets its runs were of (one, for a file of one eval)."""
+        return sorted({r.dataset for r in self.runs if r.dataset})
 
     def of(self, variant: str) -> list[Run]:
         return [r for r in self.runs if r.variant == variant]

@@ -21,8 +21,8 @@ from .files import (BatchSummary, ResultsFile, Task, TaskResult, read_results, r
 from .local import LocalBackend
 from .ray import run_ray
 
-__all__ = ["AgentFactory", "BatchError", "Job", "BatchSummary", "ResultsFile", "Task", "TaskResult",
-           "read_results", "read_tasks", "rewrite_without", "run_batch", "run_task",
+__all__ = ["AgentFactory", "BatchError", "BatchSummary", "Job", "ResultsFile", "Task",
+           "TaskResult", "read_results", "read_tasks", "rewrite_without", "run_batch", "run_task",
            "summarize", "to_retry", "to_run", "transcript_path"]
 
 
@@ -37,9 +37,9 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
     `workers` is the number of processes (local; default 1) or of tasks in flight (Ray;
     default the cluster's CPUs). The `inline` backend runs the tasks one at a time in this
     process, so its factory need not pickle. `job` is what a worker does with each task
-    (`run_task`: run it on the factory's agent). `retry_failed` first drops the failed lines of `out` so
-    those tasks run again. `on_result` sees each result once its line is written. Bad input
-    raises BatchError before anything runs.
+    (`run_task`: run it on the factory's agent). `retry_failed` first drops the failed lines
+    of `out` so those tasks run again. `on_result` sees each result once its line is written.
+    Bad input raises BatchError before anything runs.
     """
     t0 = time.perf_counter()
     task_list = read_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)

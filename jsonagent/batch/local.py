@@ -67,7 +67,8 @@ class LocalBackend:
         slot = Slot()
         conn, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=_worker_main,
-                                args=(child, self.factory, self.transcripts, self.timeout, self.job),
+                                args=(child, self.factory, self.transcripts, self.timeout,
+                                      self.job),
                                 daemon=True, name="jsonagent-batch-worker")
         with _sigint_ignored():  # inherited, so Ctrl-C during its start-up is the parent's too
             proc.start()

@@ -259,7 +259,8 @@ def print_report(report: Report, title: str) -> None:
         table.add_column(name, justify="right", no_wrap=True)
     for s in summaries:
         rate = "-" if s.rate is None else f"{s.rate:.1%}"
-        table.add_row(s.variant, rate, f"{s.low:.2f}-{s.high:.2f}", str(s.passed), str(s.failed), str(s.errors),
+        table.add_row(s.variant, rate, f"{s.low:.2f}-{s.high:.2f}", str(s.passed),
+                      str(s.failed), str(s.errors),
                       *((_num(s.pass_at.get(k), "{:.2f}"), _num(s.pass_hat.get(k), "{:.2f}"))
                         if k > 1 else ()),
                       _num(s.median_steps, "{:g}"), _num(s.median_seconds, "{:.1f}"),

@@ -357,3 +357,33 @@ def test_one_model_serves_the_variants_that_name_none(tmp_path):
     assert {r["extra"]["variant"] for r in lines} == {"cold", "react"}
     assert {r["extra"]["model"] for r in lines} == {f"scripted:{tmp_path / 's.json'}"}
     assert proc.stdout.index("cold: model") < proc.stdout.index("react: model")
+
+
+def test_ctrl_c_stops_the_eval_and_the_same_command_finishes_it(tmp_path):
+    model = script(tmp_path / "s.json", step("Note", {"text": "called"}), DONE)
+    spec = slow_tool(tmp_path, 0.3)
+    cases = "".join(f"  - {{name: c{i}, input: 'case {i}'}}\n" for i in range(12))
+    ds = dataset(tmp_path, f"defaults: {{tools: [{spec}]}}\ncases:\n{cases}")
+    out = tmp_path / "r.jsonl"
+    args = ["eval", ds, "-m", model, "-o", out]
+    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists()
+                                               or out.read_text().count("\n") < 2):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 130
+    assert err.strip().endswith(f"interrupted; the finished runs are in {out}: run the same "
+                                "command again to finish")
+    assert "Traceback" not in err
+    again = cli(*args)
+    assert again.returncode == 0 and "12 runs" in again.stdout
+    assert len({r["id"] for r in read_results(out)}) == len(read_results(out)) == 12

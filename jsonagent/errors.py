@@ -6,6 +6,7 @@
     │   ├── ConfigError           a bad flag, missing key, unknown model, unreadable file
     │   │   └── Unknown           no such run (HTTP 404)
     │   ├── BatchError            a batch cannot start: a bad task or results file, no Ray
+    │   ├── EvalError             an eval cannot start: a bad dataset (names file, line, field)
     │   └── Unreadable            a spec file `tools lint` cannot read or parse (exit 2)
     └── RunError                  something failed while a run was going
         ├── ModelError            the model failed; `kind` names how (see MODEL_ERROR_KINDS)
@@ -57,6 +58,10 @@ class ConfigError(UserError):
 
 class BatchError(UserError):
     """A task or results file that cannot be used; nothing has run."""
+
+
+class EvalError(UserError):
+    """A dataset, evaluator or results file that cannot be used; nothing has run."""
 
 
 class RunError(JsonAgentError):

@@ -15,7 +15,8 @@ from test_cli import cli
 
 SNAPSHOTS = os.path.join(os.path.dirname(__file__), "snapshots")
 COMMANDS = [[], ["run"], ["chat"], ["resume"], ["sessions"], ["tools"], ["models"], ["batch"],
-            ["serve"], ["sandbox"], ["tools", "call"]]
+            ["serve"], ["sandbox"], ["tools", "call"], ["eval"], ["eval", "run"],
+            ["eval", "compare"]]
 # typer's own placeholders: {name} or [name] in the usage line, a Python type beside a name
 ODD = re.compile(r"<(str|path|int|float|list\[)[^>]*>|\{[A-Za-z_]+\}|^Usage:.*\[[a-z_]+\]",
                  re.M)

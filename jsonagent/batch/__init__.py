@@ -15,14 +15,14 @@ from typing import Callable, Iterable
 
 from .. import tracing
 from ..errors import BatchError
-from .dispatch import AgentFactory, dispatch, run_task
+from .dispatch import AgentFactory, Job, dispatch, run_task, worker_name
 from .files import (BatchSummary, ResultsFile, Task, TaskResult, read_results, read_tasks,
                     rewrite_without, summarize, to_retry, to_run, transcript_path)
 from .local import LocalBackend
 from .ray import run_ray
 
-__all__ = ["AgentFactory", "BatchError", "BatchSummary", "ResultsFile", "Task", "TaskResult",
-           "read_results", "read_tasks", "rewrite_without", "run_batch", "run_task",
+__all__ = ["AgentFactory", "BatchError", "BatchSummary", "Job", "ResultsFile", "Task",
+           "TaskResult", "read_results", "read_tasks", "rewrite_without", "run_batch", "run_task",
            "summarize", "to_retry", "to_run", "transcript_path"]
 
 
@@ -30,19 +30,22 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
               *, workers: int | None = None, backend: str = "local",
               ray_address: str | None = None, task_timeout: float | None = None,
               retry_failed: bool = False, transcripts: str | Path | None = None,
-              on_result: Callable[[TaskResult], None] | None = None) -> BatchSummary:
+              on_result: Callable[[TaskResult], None] | None = None,
+              job: Job = run_task) -> BatchSummary:
     """Run every task not yet in `out`, appending one line each; return the summary.
 
     `workers` is the number of processes (local; default 1) or of tasks in flight (Ray;
-    default the cluster's CPUs). `retry_failed` first drops the failed lines of `out` so
-    those tasks run again. `on_result` sees each result once its line is written. Bad input
-    raises BatchError before anything runs.
+    default the cluster's CPUs). The `inline` backend runs the tasks one at a time in this
+    process, so its factory need not pickle. `job` is what a worker does with each task
+    (`run_task`: run it on the factory's agent). `retry_failed` first drops the failed lines
+    of `out` so those tasks run again. `on_result` sees each result once its line is written.
+    Bad input raises BatchError before anything runs.
     """
     t0 = time.perf_counter()
     task_list = read_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
     out = Path(out)
-    if backend not in ("local", "ray"):
-        raise BatchError(f"unknown backend {backend!r}: use local or ray")
+    if backend not in ("local", "ray", "inline"):
+        raise BatchError(f"unknown backend {backend!r}: use local, ray or inline")
     if workers is not None and workers < 1:
         raise BatchError("workers must be at least 1")
     previous = read_results(out)
@@ -70,10 +73,15 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
     try:
         with tracing.batch_span(len(todo)):  # its tasks' runs join its trace
             if todo and backend == "ray":
-                run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit)
+                run_ray(todo, agent_factory, workers, ray_address, task_timeout, where, emit,
+                        job)
+            elif todo and backend == "inline":
+                agent = agent_factory()
+                for task in todo:
+                    emit(job(agent, task, where, worker_name(), task_timeout))
             elif todo:
                 dispatch(todo, workers or 1, task_timeout,
-                         LocalBackend(agent_factory, where, task_timeout), emit)
+                         LocalBackend(agent_factory, where, task_timeout, job), emit)
     finally:
         results.close()
     return summarize(task_list, previous + fresh, ran=len(fresh),

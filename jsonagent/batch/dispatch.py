@@ -27,6 +27,10 @@ _HUNG_AFTER = 10.0
 AgentFactory = Callable[[], Any]
 """Returns an `Agent`; must pickle (a module-level function or a functools.partial of one)."""
 
+Job = Callable[[Any, Task, "Path | None", "str | None", "float | None"], TaskResult]
+"""What a worker does with one task: `run_task`, or another module-level function with its
+signature that the factory's object suits (an eval runs its case and scores it)."""
+
 
 # -- the task function, the same in every backend ---------------------------------------------
 
@@ -40,7 +44,8 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         path = transcript_path(transcripts, task.id)
         path.unlink(missing_ok=True)  # an attempt cut short earlier starts over
         agent.transcript = path
-    line = TaskResult(id=task.id, status=FAILED, worker=worker or worker_name())
+    line = TaskResult(id=task.id, status=FAILED, worker=worker or worker_name(),
+                      extra=task.extra)
     try:
         from ..events import jsonable
 
@@ -93,7 +98,8 @@ def fatal(exc: BaseException) -> tuple:
 
 def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
     return TaskResult(id=task.id, status=FAILED, error=error, worker=worker,
-                      seconds=round(seconds, 4), ok=False if task.expect is not None else None)
+                      seconds=round(seconds, 4), ok=False if task.expect is not None else None,
+                      extra=task.extra)
 
 
 # -- one dispatcher for both backends ----------------------------------------------------------

@@ -31,6 +31,8 @@ class Task(BaseModel):
     """Run the task in this session (needs `Agent.run(..., session=)`)."""
     expect: str | None = None
     """A literal string the answer must contain; sets `ok` in the result line."""
+    extra: dict[str, Any] | None = None
+    """Carried as is to the task's result line, even when its worker dies (an eval's keys)."""
 
 
 class TaskResult(BaseModel):
@@ -51,9 +53,12 @@ class TaskResult(BaseModel):
     run_id: str | None = None
     """The stored run, when the agent stores runs."""
     session_id: str | None = None
+    extra: dict[str, Any] | None = None
+    """The task's `extra`, and what a task function other than `run_task` adds to it (an
+    eval's scores)."""
 
     def line(self) -> str:
-        optional = ("ok", "run_id", "session_id")
+        optional = ("ok", "run_id", "session_id", "extra")
         return self.model_dump_json(exclude={k for k in optional if getattr(self, k) is None})
 
 
@@ -100,6 +105,8 @@ def read_tasks(path: str | Path) -> list[Task]:
         for key in ("session", "expect"):
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise BatchError(f"{path}:{n}: \"{key}\" must be a string")
+        if data.get("extra") is not None and not isinstance(data["extra"], dict):
+            raise BatchError(f"{path}:{n}: \"extra\" must be an object")
         if data["id"] in seen:
             raise BatchError(f"{path}:{n}: duplicate id {data['id']!r} (first on line "
                              f"{seen[data['id']]})")

@@ -14,12 +14,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .dispatch import AgentFactory, Slot, fatal, run_task, worker_name
+from .dispatch import AgentFactory, Job, Slot, fatal, run_task, worker_name
 from .files import Task
 
 
 def _worker_main(conn, factory: AgentFactory, transcripts: Path | None,
-                 timeout: float | None) -> None:
+                 timeout: float | None, job: Job = run_task) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
     _exit_with_parent()
     try:
@@ -36,7 +36,7 @@ def _worker_main(conn, factory: AgentFactory, transcripts: Path | None,
             return
         if task is None:
             return
-        conn.send(("done", run_task(agent, Task(**task), transcripts, name, timeout).model_dump()))
+        conn.send(("done", job(agent, Task(**task), transcripts, name, timeout).model_dump()))
 
 
 def _exit_with_parent() -> None:
@@ -55,17 +55,20 @@ class LocalBackend:
     start_hint = ("; see its output above. A script that calls run_batch needs "
                   "`if __name__ == \"__main__\":`, as workers import it")
 
-    def __init__(self, factory: AgentFactory, transcripts: Path | None, timeout: float | None):
+    def __init__(self, factory: AgentFactory, transcripts: Path | None, timeout: float | None,
+                 job: Job = run_task):
         import multiprocessing
 
         self.ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
         self.factory, self.transcripts, self.timeout = factory, transcripts, timeout
+        self.job = job
 
     def start(self) -> Slot:
         slot = Slot()
         conn, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=_worker_main,
-                                args=(child, self.factory, self.transcripts, self.timeout),
+                                args=(child, self.factory, self.transcripts, self.timeout,
+                                      self.job),
                                 daemon=True, name="jsonagent-batch-worker")
         with _sigint_ignored():  # inherited, so Ctrl-C during its start-up is the parent's too
             proc.start()

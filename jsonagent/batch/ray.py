@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BatchError
-from .dispatch import AgentFactory, Slot, dispatch, fatal, run_task, worker_name
+from .dispatch import AgentFactory, Job, Slot, dispatch, fatal, run_task, worker_name
 from .files import Task, TaskResult
 
 
@@ -20,8 +20,10 @@ class _RayWorker:
     """A Ray actor that, like a local worker, builds its agent once and runs `run_task` on
     it one task at a time, so a task's clock starts when the task really starts."""
 
-    def __init__(self, factory: AgentFactory, transcripts: str | None, timeout: float | None):
+    def __init__(self, factory: AgentFactory, transcripts: str | None, timeout: float | None,
+                 job: Job = run_task):
         self.name = "ray:" + worker_name()
+        self.job = job
         self.transcripts = Path(transcripts) if transcripts else None
         self.timeout = timeout
         try:
@@ -33,7 +35,7 @@ class _RayWorker:
         return self.fatal or ("ready", self.name)
 
     def run(self, task: dict) -> tuple:
-        return ("done", run_task(self.agent, Task(**task), self.transcripts, self.name,
+        return ("done", self.job(self.agent, Task(**task), self.transcripts, self.name,
                                  self.timeout).model_dump())
 
 
@@ -41,15 +43,15 @@ class RayBackend:
     start_hint = ""
 
     def __init__(self, ray, factory: AgentFactory, transcripts: Path | None,
-                 timeout: float | None):
-        self.ray, self.timeout = ray, timeout
+                 timeout: float | None, job: Job = run_task):
+        self.ray, self.timeout, self.job = ray, timeout, job
         self.cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayWorker)
         self.factory_ref = ray.put(factory)
         self.transcripts = str(transcripts) if transcripts else None
 
     def start(self) -> Slot:
         slot = Slot()
-        actor = self.cls.remote(self.factory_ref, self.transcripts, self.timeout)
+        actor = self.cls.remote(self.factory_ref, self.transcripts, self.timeout, self.job)
         slot.handle, slot.name = [actor, actor.ready.remote()], "ray"
         return slot
 
@@ -76,7 +78,7 @@ class RayBackend:
 
 def run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, address: str | None,
             timeout: float | None, transcripts: Path | None,
-            emit: Callable[[TaskResult], None]) -> None:
+            emit: Callable[[TaskResult], None], job: Job = run_task) -> None:
     try:
         import ray
     except ImportError:
@@ -95,7 +97,7 @@ def run_ray(tasks: list[Task], factory: AgentFactory, workers: int | None, addre
                              f"{exc}") from None
     try:
         size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        dispatch(tasks, size, timeout, RayBackend(ray, factory, transcripts, timeout), emit)
+        dispatch(tasks, size, timeout, RayBackend(ray, factory, transcripts, timeout, job), emit)
     finally:
         if started_here:
             ray.shutdown()

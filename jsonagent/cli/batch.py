@@ -8,7 +8,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 
@@ -117,16 +117,18 @@ def _print_summary(summary, out: Path) -> None:
 
 
 class _Progress:
-    """A rich bar on stderr: done, failed, rate and ETA."""
+    """A rich bar on stderr: done, failed, rate and ETA. `failed(result)` says what counts
+    as failed (an eval's failed case, say); by default a task that did not complete."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, label: str = "batch",
+                 failed: Callable[[TaskResult], bool] | None = None):
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
-        self.failed = 0
+        self.failed, self.is_failed = 0, failed or (lambda r: r.status != COMPLETED)
         self.start = time.perf_counter()
-        self.bar = Progress(TextColumn("batch"), BarColumn(), MofNCompleteColumn(),
+        self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                             TextColumn("[red]{task.fields[failed]} failed"),
                             TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
                             TextColumn("ETA"), TimeRemainingColumn(),
@@ -141,7 +143,7 @@ class _Progress:
         self.bar.stop()
 
     def advance(self, result: TaskResult) -> None:
-        self.failed += result.status != COMPLETED
+        self.failed += self.is_failed(result)
         done = self.bar.tasks[0].completed + 1
         rate = done / max(time.perf_counter() - self.start, 1e-9)
         self.bar.update(self.task, advance=1, failed=self.failed, rate=f"{rate:.1f}/s")

@@ -12,7 +12,7 @@ import typer
 
 from ..status import NEEDS_HUMAN, exit_code
 from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
-from . import sessions as cli_sessions, tools as cli_tools
+from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import debug, guarded
 from .command import PlainCommand
@@ -29,6 +29,7 @@ app.add_typer(cli_tools.app, name="tools")
 app.add_typer(cli_sandbox.app, name="sandbox")
 app.add_typer(cli_models.app, name="models")
 app.add_typer(cli_sessions.app, name="sessions")
+app.add_typer(cli_evals.app, name="eval")
 
 NoInputOpt = Annotated[bool, typer.Option(
     "--no-input", help="Never prompt; a question for the human ends the run (exit 4).")]

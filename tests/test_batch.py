@@ -157,9 +157,10 @@ def test_unreadable_task_file_and_foreign_results_file(tmp_path):
 
 def test_read_tasks_keeps_optional_fields(tmp_path):
     path = write_tasks(tmp_path / "t.jsonl", [{"id": "a", "input": "x", "expect": "4",
-                                               "session": "s", "extra": 1}])
+                                               "session": "s", "extra": {"k": 1}, "note": 1}])
     [task] = read_tasks(path)
     assert (task.id, task.input, task.expect, task.session) == ("a", "x", "4", "s")
+    assert task.extra == {"k": 1}  # rides to the task's result line; "note" is ignored
 
 
 # -- the local pool ----------------------------------------------------------------------------

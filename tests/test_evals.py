@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 import jsonagent.evals
 from jsonagent import Agent, core_tools, tool
-from jsonagent.errors import EvalError, ModelError
+from jsonagent.errors import EvalError, RateLimited
 from jsonagent.evals import (Call, Case, Contains, Dataset, Equals, Fields, Judge, Number,
                              Outcome, Python, Regex, Schema, SecondsAtMost, Status, StepsAtMost,
                              TokensAtMost, Trajectory, Variant)
@@ -314,7 +314,7 @@ def test_dataset_run_scores_every_case_and_repeat_and_resumes(tmp_path):
 
 def test_a_model_error_is_an_error_of_the_eval_not_a_failed_case(tmp_path):
     def factory(case, variant):
-        replies = [ModelError("rate limited (429) after 3 retries")] if case.name == "down" \
+        replies = [RateLimited("rate limited (429) after 3 retries")] if case.name == "down" \
             else [step("TaskCompleteTool", {"output": "x"})]
         return Agent(model=ScriptedModel(replies), tools=[])
 
@@ -323,7 +323,7 @@ def test_a_model_error_is_an_error_of_the_eval_not_a_failed_case(tmp_path):
     report = ds.run(factory, tmp_path / "r.jsonl")
     by_case = {r.case: r for r in report.runs}
     assert by_case["down"].verdict == "error"
-    assert by_case["down"].why == "the model failed: rate limited (429) after 3 retries"
+    assert by_case["down"].why == "the model failed (rate_limited): rate limited (429) after 3 retries"
     assert (by_case["fine"].verdict, by_case["wrong"].verdict) == ("pass", "fail")
     s = report.summary("default")
     assert (s.passed, s.failed, s.errors, s.rate) == (1, 1, 1, 0.5)

@@ -150,7 +150,8 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
     assert "has no scored run (only errors)" in proc.stderr
     line = read_results(tmp_path / "cases.results.jsonl")[0]
     assert line["extra"]["verdict"] == "error"
-    assert line["extra"]["why"].startswith("the model failed: scripted model ran out of replies")
+    assert line["extra"]["why"].startswith(
+        "the model failed (model_error): scripted model ran out of replies")
     assert "1 run ended on an error of the eval" in proc.stderr
     script(tmp_path / "s.json", DONE)  # the endpoint is back
     assert "1 runs, 0 run now" in cli("eval", ds, "-m", model).stdout  # finished, as it was

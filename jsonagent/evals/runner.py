@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from ..batch import Task, TaskResult, read_results, rewrite_without, run_batch, run_task
-from ..errors import EvalError, ModelError
+from ..errors import EvalError
 from ..status import FAILED
 from .case import Case, Variant
 from .evaluators import Outcome, Score
@@ -112,7 +112,6 @@ def run_case(worker: EvalWorker, task: Task, transcripts: Path | None = None,
         line = TaskResult(id=task.id, status=FAILED, worker=name or "",
                           error=f"building the agent failed: {type(exc).__name__}: {exc}")
         return _scored(line, worker, variant, case, repeat, [], None, line.error)
-    watch = _ModelErrors.install(agent)
     mine = agent.on_event
     agent.on_event = lambda e: (events.append(e), mine(e) if mine else None)
     try:
@@ -130,7 +129,7 @@ def run_case(worker: EvalWorker, task: Task, transcripts: Path | None = None,
     outcome = Outcome(result, events, line.seconds, final_tool,
                       model=variant.model or worker.model)
     scores = [e.evaluate(case, outcome) for e in case.checks(worker.shared)]
-    return _scored(line, worker, variant, case, repeat, events, scores, watch.failure(result))
+    return _scored(line, worker, variant, case, repeat, events, scores, _model_failure(result))
 
 
 def _scored(line: TaskResult, worker: EvalWorker, variant: Variant, case: Case, repeat: int,
@@ -170,32 +169,13 @@ def _cut(value: Any, limit: int = 4000) -> Any:
     return value if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
-class _ModelErrors:
-    """Sees the ModelError a run ended on, so a rate limit or an outage counts as an error
-    of the eval, not a failed case. (A RunResult says only the error's text; the wrapper
-    goes between the agent and its model, whose capabilities the agent already took.)"""
+_THE_RUNS_OWN = {"context_window", "content_filter"}
+"""Model failures that the run's own content brought on: scored as the case's outcome."""
 
-    def __init__(self, model: Any):
-        self._inner, self.last = model, None
 
-    @classmethod
-    def install(cls, agent: Any) -> _ModelErrors:
-        watch = cls(agent.deps.model)
-        agent.deps = replace(agent.deps, model=watch)
-        return watch
-
-    def complete(self, *args, **kwargs):
-        try:
-            return self._inner.complete(*args, **kwargs)
-        except ModelError as exc:
-            self.last = exc
-            raise
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def failure(self, result) -> str | None:
-        if result.status == FAILED and self.last is not None and \
-                str(self.last) in (result.error or ""):
-            return f"the model failed: {result.error}"
-        return None
+def _model_failure(result: Any) -> str | None:
+    """A run that ended because the model failed (rate limited, unavailable, a bad key) is
+    an error of the eval, never a failed case: the agent was not measured."""
+    if result.status == FAILED and result.error_kind and result.error_kind not in _THE_RUNS_OWN:
+        return f"the model failed ({result.error_kind}): {result.error}"
+    return None

@@ -85,6 +85,14 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
         if not isinstance(data, ReplyProblem):
             repairs += ["triple_quoted_string", *inner]
             return data
+    quoted = _code_quotes(body[starts[0]:])
+    if isinstance(quoted, ReplyProblem):  # never let json_repair guess where such code ends
+        return ReplyProblem(quoted.stage, quoted.message, repairs)
+    if quoted is not None:
+        if body[:starts[0]].strip():
+            repairs.append("extracted_object")
+        repairs.append("code_quotes_escaped")
+        return quoted
     obj, closed = _first_object(body, starts[0])
     if body[:starts[0]].strip() or body[starts[0] + len(obj):].strip():
         repairs.append("extracted_object")
@@ -99,6 +107,41 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
                             repairs)
     repairs.append("json_repair" if closed else "closed_truncated_json")
     return data
+
+
+_CODE_OPENS = re.compile(r'"code"\s*:\s*"')
+# where a code string may close: the step ends, or another key or the envelope goes on
+_CODE_CLOSES = re.compile(r'"\s*(?:\}\s*\}\s*$|\}\s*,\s*"|,\s*"\w+"\s*:)')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
+
+
+def _code_quotes(text: str) -> dict | ReplyProblem | None:
+    """A step whose JSON broke on a `"` left unescaped in its code (`print("hi")` written
+    into the string as it stands), read again with those quotes escaped: the step, when
+    some place the string may close at gives JSON that parses and code that compiles; a
+    problem that says so, when none does; None when the code holds no such quote."""
+    opened = _CODE_OPENS.search(text)
+    if opened is None:
+        return None
+    start, tried = opened.end(), False
+    closes = [m.start() for m in _CODE_CLOSES.finditer(text, start)]
+    for end in reversed(closes):  # the last close leaves the most code: try it first
+        raw = text[start:end]
+        if not _UNESCAPED_QUOTE.search(raw):
+            continue
+        tried = True
+        try:
+            data = json.loads(text[:start] + _UNESCAPED_QUOTE.sub(r'\1\\"', raw) + text[end:])
+            code = data["args_list"]["code"]
+            compile(code, "<cell>", "exec")
+        except (ValueError, KeyError, TypeError, SyntaxError, RecursionError):
+            continue
+        return data if isinstance(data, dict) else None
+    if not tried:
+        return None
+    return ReplyProblem("json", 'invalid JSON: the code in args_list.code holds a " that ends '
+                        'its string early, and no reading of it compiles; write every " '
+                        'inside the code as \\" (or use \' for Python strings)')
 
 
 def _first_object(text: str, start: int) -> tuple[str, bool]:

@@ -140,14 +140,14 @@ class CancelToken:
             inbox.put(("item", item))
 
         self._helper.tasks.put((self, context, fn, emit, inbox))
+        over = False  # the work has ended: its helper is free again
         try:
             while True:
                 item = inbox.get()
                 if item is _CANCELLED:
-                    helper, self._helper = self._helper, None
-                    helper.tasks.put(_STOP)  # it finishes the abandoned call, then ends
                     raise Cancelled(self.reason)
                 kind, value = item[0], item[1]
+                over = kind in ("done", "raise")
                 if kind == "done":
                     return value
                 if kind == "item":
@@ -163,6 +163,10 @@ class CancelToken:
             raise
         finally:
             remove()
+            if not over:  # left while the work goes on (a cancel, Ctrl-C, a caller gone):
+                helper, self._helper = self._helper, None
+                if helper is not None:  # it finishes the abandoned call, then ends
+                    helper.tasks.put(_STOP)
 
     def call_here(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`fn(*args, **kwargs)` in this thread, for work that stops by itself when the token

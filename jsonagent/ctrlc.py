@@ -39,7 +39,9 @@ class _Holder:
         signal.signal(signal.SIGINT, self)
 
     def uninstall(self) -> None:
-        if signal.getsignal(signal.SIGINT) is self:  # unless someone has put theirs since
+        # only its own thread can (a run's generator may be closed elsewhere, say by the
+        # garbage collector; left in place at depth 0, the holder passes Ctrl-C on as before)
+        if threading.get_ident() == self.thread and signal.getsignal(signal.SIGINT) is self:
             signal.signal(signal.SIGINT, _restorable(self.old))
 
     def release(self) -> None:
@@ -75,7 +77,7 @@ class ctrl_c_watched:
 
     def __enter__(self) -> ctrl_c_watched:
         global _holder
-        self.holder = None
+        self.holder, self.before = None, _holder
         found = _holdable()
         if found is not None and not isinstance(found[0], _Holder):
             self.holder = _holder = _Holder(found[0])
@@ -85,7 +87,7 @@ class ctrl_c_watched:
     def __exit__(self, *exc: Any) -> None:
         global _holder
         if self.holder is not None:
-            _holder = None
+            _holder = self.before
             self.holder.uninstall()
 
 

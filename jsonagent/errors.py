@@ -11,6 +11,7 @@
     └── RunError                  something failed while a run was going
         ├── ModelError            the model failed; `kind` names how (see MODEL_ERROR_KINDS)
         │   ├── RateLimited              429, with `retry_after` when the endpoint gives one
+        │   ├── QuotaExceeded            429 for a spent quota or an unpaid bill: waiting won't do
         │   ├── ModelUnavailable         5xx, or the connection refused or reset
         │   ├── ModelTimeout             no answer in time
         │   ├── ContextWindowExceeded    the request is longer than the model's window
@@ -86,6 +87,10 @@ class RateLimited(ModelError):
         super().__init__(message, **where)
         self.retry_after = retry_after
         """Seconds the endpoint asked us to wait (its Retry-After), when it said."""
+
+
+class QuotaExceeded(ModelError):
+    kind = "quota"
 
 
 class ModelUnavailable(ModelError):
@@ -171,7 +176,7 @@ def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
 
 
 MODEL_ERROR_KINDS = {cls.kind: cls for cls in (
-    ModelError, RateLimited, ModelUnavailable, ModelTimeout, ContextWindowExceeded,
+    ModelError, RateLimited, QuotaExceeded, ModelUnavailable, ModelTimeout, ContextWindowExceeded,
     ContentFiltered, AuthenticationFailed, BadRequest)}
 """Every kind of model failure, by the name runs and the server give it."""
 TRANSIENT = (RateLimited, ModelUnavailable, ModelTimeout)
@@ -182,6 +187,7 @@ TRANSIENT_KINDS = frozenset(cls.kind for cls in TRANSIENT)
 
 _CONTEXT_WORDS = ("context window", "context length", "context_length", "maximum context",
                   "too many tokens", "prompt is too long", "exceed context")
+_QUOTA_WORDS = ("quota", "billing", "insufficient_funds", "credit balance")
 _FILTER_WORDS = ("content_filter", "content filter", "content management policy",
                  "content policy", "safety system")
 
@@ -192,6 +198,8 @@ def model_error_for(status: int, message: str, *, retry_after: float | None = No
     the openai SDK's errors and any plain HTTP endpoint alike."""
     words, where = message.lower(), {"model": model, "endpoint": endpoint}
     if status == 429:
+        if any(w in words for w in _QUOTA_WORDS):  # OpenAI's insufficient_quota is a 429 too
+            return QuotaExceeded(message, **where)
         return RateLimited(message, retry_after=retry_after, **where)
     if status in (401, 403):
         return AuthenticationFailed(message, **where)
@@ -225,7 +233,12 @@ def retry_after_s(headers) -> float | None:
             import email.utils
             import time
 
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+            when = email.utils.parsedate_to_datetime(value)
+            if when.tzinfo is None:  # an HTTP date is in GMT, whether it says so or not
+                from datetime import timezone
+
+                when = when.replace(tzinfo=timezone.utc)
+            return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError, OverflowError):
         return None
 

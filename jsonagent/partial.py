@@ -297,6 +297,10 @@ def _loads(raw: str):
 
 
 _THOUGHT = re.compile(r'"thought"\s*:\s*"((?:[^"\\]|\\.)*)(\\?)("?)', re.S)
+_ESCAPE = re.compile(r'\\u[0-9a-fA-F]{4}|\\.')
+"""One escape, the one character it stands for (a `\\u00e9` is one, not six)."""
+_HALF_ESCAPE = re.compile(r'\\u[0-9a-fA-F]{0,3}$')
+"""A `\\u` escape still being written: not a character yet."""
 _THOUGHT_WITHIN = 400
 """A JSON step opens with its thought; a reply that shows none this far in has no thought
 to watch (the ReAct text style, or a step written in another order)."""
@@ -317,19 +321,49 @@ class ThoughtCap:
     def __init__(self, cap: int) -> None:
         self.cap, self.text, self.tripped = cap, "", False
         self._watching = True
+        self._at: int | None = None
+        """Where the top-level thought's key starts, once found."""
 
     def feed(self, piece: str) -> None:
         self.text += piece
         if not self._watching:
             return
-        found = _THOUGHT.search(self.text)
+        found = _THOUGHT.match(self.text, self._at) if self._at is not None else self._find()
         if found is None:
             self._watching = len(self.text) < _THOUGHT_WITHIN
             return
+        self._at = found.start()
         if found.group(3):  # the thought has closed
             self._watching = False
             return
-        body = found.group(1)
-        if len(body) - body.count("\\") > self.cap:  # an escape counts as the one character
+        if len(_ESCAPE.sub("x", _HALF_ESCAPE.sub("", found.group(1)))) > self.cap:
             self.tripped = True
             raise ThoughtTooLong
+
+    def _find(self) -> re.Match | None:
+        """The step's own thought: a "thought" key of the top-level object, not one inside
+        the arguments."""
+        for found in _THOUGHT.finditer(self.text):
+            if _depth(self.text, found.start()) == 1:
+                return found
+        return None
+
+
+def _depth(text: str, end: int) -> int:
+    """How many objects and arrays are open at `end`, strings skipped."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text[:end]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return depth

@@ -26,9 +26,9 @@ class RunResult(BaseModel):
     error: str | None = None
     """Why the run failed, in one line."""
     error_kind: str | None = None
-    """How the model failed, when that ended the run: rate_limited, unavailable, timeout,
-    context_window, content_filter, authentication, bad_request or model_error (see
-    errors.py). None for a run that failed for any other reason."""
+    """How the model failed, when that ended the run: rate_limited, quota, unavailable,
+    timeout, context_window, content_filter, authentication, bad_request or model_error
+    (see errors.py). None for a run that failed for any other reason."""
     pending: Pending | None = None
     """What the run waits for when status is needs_human: a question or an approval."""
     repeated: dict[str, Any] | None = None

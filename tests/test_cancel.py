@@ -251,6 +251,56 @@ def test_the_helper_thread_serves_the_next_run_unless_a_cancel_left_it_a_call():
     assert third != first  # the abandoned helper was not handed a new run
 
 
+def test_a_helper_left_with_its_call_by_a_caller_gone_is_never_handed_a_new_run():
+    """A caller that stops reading a stream, or Ctrl-C while waiting: the helper's call goes
+    on, so it must not wait in the pool for the next run (which would queue behind it)."""
+    from jsonagent.cancel import _Helper
+
+    for leave in ("stop reading", "ctrl-c"):
+        token, release = CancelToken(), threading.Event()
+
+        def work(emit):
+            emit("first")
+            release.wait(10)
+
+        if leave == "stop reading":
+            writing = token.stream(work)
+            assert next(writing) == "first"
+            writing.close()
+        else:
+            threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            with pytest.raises(KeyboardInterrupt):
+                token.call(release.wait, 10)
+        token.close()
+        t0 = time.monotonic()
+        assert CancelToken().call(lambda: 42) == 42 and time.monotonic() - t0 < 1, leave
+        release.set()
+        assert len(_Helper.idle) <= _Helper.IDLE_MAX
+
+
+def test_a_run_closed_from_another_thread_leaves_the_handler_for_its_own():
+    from jsonagent import ctrlc
+
+    before = signal.getsignal(signal.SIGINT)
+    watched = ctrlc.ctrl_c_watched().__enter__()
+    errors = []
+    worker = threading.Thread(target=lambda: errors.extend(
+        [exc for exc in [_try(watched.__exit__)] if exc]))
+    worker.start()
+    worker.join()
+    assert errors == [] and ctrlc._holder is None  # no ValueError from signal.signal
+    ctrlc._Holder(before).install()  # the main thread puts the old handler back itself
+    signal.signal(signal.SIGINT, before)
+
+
+def _try(fn):
+    try:
+        fn(None, None, None)
+    except Exception as exc:
+        return exc
+    return None
+
+
 def test_ctrl_c_while_an_event_is_recorded_waits_until_every_record_has_it(tmp_path):
     """Ctrl-C landing while the store writes the step (here: it sends the SIGINT itself, then
     takes a while) used to leave the step out of the store and the transcript, which then

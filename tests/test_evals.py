@@ -374,7 +374,7 @@ def test_the_readme_example_runs(capsys):
     block, = python_blocks("Evaluating an agent")
     exec(compile(block, "README.md", "exec"), {})
     rate, low, high = capsys.readouterr().out.split()
-    assert (rate, high) == ("1.0", "1.0") and low.startswith("0.43")
+    assert (rate, high) == ("1.0", "1.0") and low.startswith("0.2065")  # one case, not 3 runs
 
 
 def test_the_readme_dataset_loads(tmp_path):

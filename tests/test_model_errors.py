@@ -12,7 +12,7 @@ import pytest
 from jsonagent import Agent
 from jsonagent.errors import (AuthenticationFailed, BadRequest, ContentFiltered,
                               ContextWindowExceeded, ModelTimeout, ModelUnavailable,
-                              RateLimited, model_error_for, retry_after_s)
+                              QuotaExceeded, RateLimited, model_error_for, retry_after_s)
 from jsonagent.models.openai import OpenAIModel
 from jsonagent.testing import step
 
@@ -32,6 +32,7 @@ def ask(url: str, **kw):
 
 @pytest.mark.parametrize("status,message,kind", [
     (429, "Rate limit reached for requests", RateLimited),
+    (429, "You exceeded your current quota, please check your plan and billing", QuotaExceeded),
     (503, "The server is overloaded", ModelUnavailable),
     (500, "internal error", ModelUnavailable),
     (401, "Incorrect API key provided", AuthenticationFailed),

@@ -93,3 +93,25 @@ def test_a_reply_cut_at_the_cap_goes_back_as_its_head(monkeypatch):
     assert "stream" not in stub.requests[0]["body"] and stub.requests[0]["body"]["max_tokens"] == 200
     cut = stub.requests[1]["body"]["messages"][-2]["content"]
     assert len(cut) < HEAD + 60 and cut.endswith("more characters]")
+
+
+def test_the_cap_counts_characters_as_decoded_and_only_the_steps_own_thought():
+    from jsonagent.partial import ThoughtCap, ThoughtTooLong
+
+    def cut(text: str, cap: int) -> bool:
+        watch = ThoughtCap(cap)
+        try:
+            for i in range(0, len(text), 3):
+                watch.feed(text[i:i + 3])
+        except ThoughtTooLong:
+            return True
+        return False
+
+    # a thought still being written (no closing quote): stopped once past the cap
+    assert not cut('{"thought": "' + "\\u00e9" * 10, 10)  # 10 characters, not 60
+    assert cut('{"thought": "' + "\\u00e9" * 11, 10)
+    assert not cut('{"thought": "' + "\\\\" * 10, 10)  # \\ is one character
+    assert cut('{"thought": "' + "\\\\" * 11, 10)
+    nested = '{"tool_name": "t", "args_list": {"thought": "' + "y" * 50 + '"}}'
+    assert not cut(nested, 10)  # an argument named thought is not the step's
+    assert cut('{"tool_name": "t", "args_list": {"a": "}{"}, "thought": "' + "y" * 50, 10)

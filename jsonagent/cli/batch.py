@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
@@ -14,18 +13,15 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
-                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
+                      JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
+                      McpPrefixOpt, ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt,
+                      PromptStyleChoice, PromptStyleOpt, RayAddressOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt,
+                      ToolsOpt, WorkersOpt)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
-
-
-class BackendChoice(str, Enum):
-    local = "local"
-    ray = "ray"
 
 
 @guarded
@@ -35,17 +31,8 @@ def batch(ctx: typer.Context,
           out: Annotated[Path, typer.Option("--out", metavar="RESULTS.jsonl",
                                             help="Results, one line a task; ids already there "
                                                  "are skipped.")],
-          workers: Annotated[Optional[int], typer.Option(
-              "--workers", "-w", min=1, metavar="N",
-              help="Worker processes (local; default 1), or tasks in flight (ray; default "
-                   "the cluster's CPUs).")] = None,
-          backend: Annotated[BackendChoice, typer.Option("--backend")] = BackendChoice.local,
-          ray_address: Annotated[Optional[str], typer.Option(
-              "--ray-address", metavar="ADDR",
-              help="Ray cluster to use. Default: start a local Ray.")] = None,
-          task_timeout: Annotated[Optional[float], typer.Option(
-              "--task-timeout", min=0.001, metavar="SECONDS",
-              help="Give up on a task after this long; it is recorded as failed.")] = None,
+          workers: WorkersOpt = None, backend: BackendOpt = BackendChoice.local,
+          ray_address: RayAddressOpt = None, task_timeout: TaskTimeoutOpt = None,
           retry_failed: Annotated[bool, typer.Option(
               "--retry-failed", help="Run the failed tasks of --out again, replacing their "
                                      "lines.")] = False,

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from .batch import BackendChoice, _Progress
+from .batch import _Progress
 from .command import PlainCommand
 from .exits import fail, guarded
-from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt,
-                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
-                      NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt,
-                      RunOptions, SandboxChoice, SandboxOpt, TemperatureOpt, ToolsOpt,
-                      tool_sources)
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
+                      JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
+                      McpPrefixOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
+                      PromptStyleOpt, RayAddressOpt, RunOptions, SandboxChoice, SandboxOpt,
+                      TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources)
 
 if TYPE_CHECKING:
     from ..evals import Case, Report, Variant
@@ -64,17 +64,8 @@ def run(ctx: typer.Context,
         fail_under: Annotated[Optional[float], typer.Option(
             "--fail-under", min=0.0, max=1.0, metavar="RATE",
             help="Exit 1 when a variant's pass rate is below RATE (0 to 1).")] = None,
-        workers: Annotated[Optional[int], typer.Option(
-            "--workers", "-w", min=1, metavar="N",
-            help="Worker processes (local; default 1), or runs in flight (ray; default the "
-                 "cluster's CPUs).")] = None,
-        backend: Annotated[BackendChoice, typer.Option("--backend")] = BackendChoice.local,
-        ray_address: Annotated[Optional[str], typer.Option(
-            "--ray-address", metavar="ADDR",
-            help="Ray cluster to use. Default: start a local Ray.")] = None,
-        task_timeout: Annotated[Optional[float], typer.Option(
-            "--task-timeout", min=0.001, metavar="SECONDS",
-            help="Give up on a run after this long; the case fails.")] = None,
+        workers: WorkersOpt = None, backend: BackendOpt = BackendChoice.local,
+        ray_address: RayAddressOpt = None, task_timeout: TaskTimeoutOpt = None,
         transcripts: Annotated[Optional[Path], typer.Option(
             "--transcripts", metavar="DIR", help="Keep one JSONL transcript per run.")] = None,
         retry_errors: Annotated[bool, typer.Option(

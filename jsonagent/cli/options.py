@@ -235,3 +235,22 @@ def json_arg(text: str, flag: str = "--args") -> Any:
 
 def interactive(no_input: bool) -> bool:
     return not no_input and sys.stdin.isatty()
+
+
+# -- many runs: batch and eval --------------------------------------------------------------
+
+class BackendChoice(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", "-w", min=1, metavar="N",
+    help="Worker processes (local; default 1), or tasks in flight (ray; default the cluster's "
+         "CPUs).")]
+BackendOpt = Annotated[BackendChoice, typer.Option("--backend")]
+RayAddressOpt = Annotated[Optional[str], typer.Option(
+    "--ray-address", metavar="ADDR", help="Ray cluster to use. Default: start a local Ray.")]
+TaskTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--task-timeout", min=0.001, metavar="SECONDS",
+    help="Give up on a task after this long; it is recorded as failed.")]

@@ -71,7 +71,8 @@ class Summary:
     """passed / (passed + failed): errors are left out."""
     low: float
     high: float
-    """The 95% Wilson interval of the rate."""
+    """The rate's 95% Wilson interval, over cases: with repeats, each case counts the share
+    of its runs that passed (the repeats of one case are not independent runs)."""
     repeats: int
     pass_at: dict[int, float]
     """pass@k for k = 1..repeats, averaged over the cases (with repeats)."""
@@ -163,8 +164,11 @@ class Report:
         runs = self.of(variant)
         passed = sum(r.verdict == PASS for r in runs)
         failed = sum(r.verdict == FAIL for r in runs)
-        low, high = stats.wilson(passed, passed + failed)
         repeats = max((r.repeat for r in runs), default=0) + 1
+        # a case's repeats are not independent runs: the sample is the cases, each counting
+        # the share of its runs that passed (with one run a case, the runs themselves)
+        rates = [p / n for p, n in self.per_case(variant).values() if n]
+        low, high = stats.wilson(sum(rates), len(rates))
         cases = [c for c in self.per_case(variant).values() if c[1] == repeats]
         ks = range(1, repeats + 1) if repeats > 1 and cases else ()
         scored = [r for r in runs if r.verdict != ERROR]

@@ -19,9 +19,10 @@ EXACT_UP_TO = 16
 """Up to this many cases the permutation test enumerates every sign pattern (2^16)."""
 
 
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson(passed: float, n: int, z: float = Z95) -> tuple[float, float]:
     """The Wilson score interval of a pass rate: sane at 0 of n and n of n, unlike the
-    normal one. (0, 1) when there is nothing to estimate from."""
+    normal one. (0, 1) when there is nothing to estimate from. `passed` may be fractional:
+    cases that passed in some of their repeats count their share."""
     if n <= 0:
         return 0.0, 1.0
     p = passed / n

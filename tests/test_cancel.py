@@ -237,6 +237,9 @@ def test_the_helper_thread_serves_the_next_run_unless_a_cancel_left_it_a_call():
         return threading.current_thread().name + str(threading.get_ident())
 
     script = [step("where"), DONE]
+    could_cancel = threading.Event()  # a thread that could cancel the runs: they hand over
+    watcher = threading.Thread(target=could_cancel.wait, daemon=True)
+    watcher.start()
     first = Agent(model=ScriptedModel(script), tools=[where]).run("a").steps[0].observation
     second = Agent(model=ScriptedModel(script), tools=[where]).run("b").steps[0].observation
     assert first == second and first.startswith("jsonagent-run-helper")
@@ -248,7 +251,34 @@ def test_the_helper_thread_serves_the_next_run_unless_a_cancel_left_it_a_call():
     assert all(h is not None for h in _Helper.idle)
     third = Agent(model=ScriptedModel(script), tools=[where]).run("c").steps[0].observation
     release.set()
+    could_cancel.set()
     assert third != first  # the abandoned helper was not handed a new run
+
+
+ALONE = """
+import threading, time
+from jsonagent import Agent, tool
+from jsonagent.testing import ScriptedModel, step
+
+@tool
+def where() -> str:
+    \"\"\"The thread it runs in.\"\"\"
+    return threading.current_thread().name
+
+def run():
+    script = [step("where"), step("TaskCompleteTool", {"output": "done"})]
+    return Agent(model=ScriptedModel(script), tools=[where]).run("q").steps[0].observation
+
+print(run())  # nothing else could cancel the run: the tool runs in the run's own thread
+threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+print(run())  # another thread might: the tool goes to the helper, so a cancel ends the wait
+"""
+
+
+def test_a_python_tool_runs_in_the_runs_thread_unless_another_thread_could_cancel():
+    proc = subprocess.run([sys.executable, "-c", ALONE], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.split() == ["MainThread", "jsonagent-run-helper"], proc.stderr
 
 
 def test_a_helper_left_with_its_call_by_a_caller_gone_is_never_handed_a_new_run():

@@ -260,7 +260,7 @@ def mcp_flag(tmp_path) -> str:
 
 @pytest.mark.parametrize("replies, code", [
     ([step("add", {"a": 1, "b": 2}), DONE], 0),          # normal end
-    ([step("add", {"a": 1, "b": 2})], 1),                # the model fails: the run errors
+    ([step("add", {"a": 1, "b": 2})], 7),                # the model fails for good: exit 7
     ([step("crash"), step("add", {"a": 1, "b": 2}), DONE], 0),  # the server dies mid-run
     ([step("sleep", {"seconds": 60}), DONE], 0),         # a call that never answers
 ])

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Callable
 
-from ..cancel import watching
+from ..cancel import quiet, watching
 from ..config import REPLY_TOKENS
 from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelError, ModelTimeout,
                       ModelUnavailable, ResponseFormatRejected, ToolCallsRejected,
@@ -53,8 +53,8 @@ def _requests_loop():
     with _loop_lock:
         if _loop is None:
             _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, daemon=True,
-                             name="jsonagent openai requests").start()
+            quiet(threading.Thread(target=_loop.run_forever, daemon=True,
+                                   name="jsonagent openai requests")).start()
         return _loop
 
 

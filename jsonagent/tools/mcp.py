@@ -24,7 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from ..cancel import watching
+from ..cancel import quiet, watching
 from ..errors import ConfigError, ToolError
 from .mcp_config import config_entries
 from .mcp_result import observation
@@ -104,8 +104,8 @@ class MCPServer:
                 from None
         ready: concurrent.futures.Future = concurrent.futures.Future()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"mcp {self.name}")
+        self._thread = quiet(threading.Thread(target=self._loop.run_forever, daemon=True,
+                                              name=f"mcp {self.name}"))
         self._thread.start()
         _OPEN.add(self)
         self._done = asyncio.run_coroutine_threadsafe(self._serve(ready), self._loop)

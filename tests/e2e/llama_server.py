@@ -20,10 +20,13 @@ import urllib.request
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+try:  # the tests' port blocks, one per xdist worker (tests/ports.py)
+    from ports import free_port
+except ImportError:  # the benchmark runner, on its own
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
 
 class LlamaServer:

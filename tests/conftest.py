@@ -53,7 +53,9 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    """One PostgreSQL cluster for the whole run (tests/pg.py); each test takes a database."""
+    """One PostgreSQL cluster for the whole run (tests/pg.py); each test takes a database.
+    Under pytest-xdist a session is one worker's: each worker that needs it starts its own,
+    in its own directory on a port of its own block (tests/ports.py), so none is shared."""
     from pg import Cluster
 
     cluster = Cluster()

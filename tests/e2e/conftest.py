@@ -34,7 +34,8 @@ def gguf() -> Path:
 
 @pytest.fixture(scope="session")
 def llama_server(gguf, tmp_path_factory):
-    """A real `python -m llama_cpp.server` for the whole session; stopped whatever happens."""
+    """A real `python -m llama_cpp.server` for the whole session (under xdist, for the worker
+    that runs the end-to-end tests); stopped whatever happens."""
     pytest.importorskip("llama_cpp.server.app", reason=NOT_INSTALLED)
     from llama_server import LlamaServer
 
@@ -52,5 +53,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+            # all on one xdist worker, one after another: a real model keeps both cores busy
+            # (llama.cpp's threads spin), so two at once only slow each other, and that worker
+            # starts one llama.cpp server and loads each module's model once
+            item.add_marker(pytest.mark.xdist_group("e2e"))
             # a real model on two shared cores: a test may take minutes, not the usual 180 s
             item.add_marker(pytest.mark.timeout(900))

@@ -370,7 +370,6 @@ def _ray_processes(temp):
     return [int(line.split()[0]) for line in out.splitlines() if temp in line]
 
 
-@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time, on one xdist worker
 def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path):
     pytest.importorskip("ray")
     tasks = write_tasks(tmp_path / "t.jsonl",
@@ -436,7 +435,6 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert len(ids_of(tmp_path / "o.jsonl")) == 20
 
 
-@pytest.mark.xdist_group("ray")
 def test_ray_batch_records_every_run_in_a_shared_postgresql_store(tmp_path, pg_url):
     """A Ray worker on another machine would write where the URL says, not to a local file:
     the driver reads every task's run and session back from the database."""

@@ -53,9 +53,5 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
-            # all on one xdist worker, one after another: a real model keeps both cores busy
-            # (llama.cpp's threads spin), so two at once only slow each other, and that worker
-            # starts one llama.cpp server and loads each module's model once
-            item.add_marker(pytest.mark.xdist_group("e2e"))
             # a real model on two shared cores: a test may take minutes, not the usual 180 s
             item.add_marker(pytest.mark.timeout(900))

@@ -51,9 +51,38 @@ def pytest_unconfigure(config):
     faulthandler.enable(file=sys.__stderr__, all_threads=True)
 
 
+# Tests that must share one pytest-xdist worker, run one after another there, by node id prefix.
+# - tests/e2e: a real model keeps both cores busy (llama.cpp's threads spin), so two at once only
+#   slow each other (spread over four workers they took 10-40x longer); on one worker they start
+#   one llama.cpp server and load each module's model once.
+# - the Ray tests: one local Ray cluster at a time.
+# (xdist's own xdist_group mark does not work with pytest 9.2, whose node ids no longer come
+# from the `_nodeid` that xdist rewrites, so the groups are chosen here, by the scheduler.)
+XDIST_GROUPS = {
+    "tests/e2e/": "e2e",
+    "tests/test_batch.py::test_ray_": "ray",
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist load, except that each group of XDIST_GROUPS goes to one worker as a whole."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in XDIST_GROUPS.items():
+                if nodeid.startswith(prefix):
+                    return f"group:{group}"
+            return nodeid  # every other test alone, as with --dist load
+
+    return GroupScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def pg_cluster():
-    """One PostgreSQL cluster for the whole run (tests/pg.py); each test takes a database."""
+    """One PostgreSQL cluster for the whole run (tests/pg.py); each test takes a database.
+    Under pytest-xdist a session is one worker's: each worker that needs it starts its own,
+    in its own directory on a port of its own block (tests/ports.py), so none is shared."""
     from pg import Cluster
 
     cluster = Cluster()

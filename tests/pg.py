@@ -11,11 +11,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from pathlib import Path
+
+from ports import free_port  # one port block per xdist worker
 
 USER, PASSWORD = "jsonagent", "secret"
 
@@ -27,12 +28,6 @@ def binary(name: str) -> str:
         raise RuntimeError(f"PostgreSQL's {name} is missing: apt-get install postgresql "
                            "(.ci/run does)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:

@@ -152,10 +152,7 @@ def test_collisions_name_both_sources_and_a_prefix_avoids_them(tmp_path):
 
 # --- streamable HTTP --------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port  # noqa: E402,F401  one port block per xdist worker
 
 
 @pytest.fixture

@@ -42,10 +42,7 @@ def wait(seconds):
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port  # noqa: E402,F401  one port block per xdist worker
 
 
 class Server:

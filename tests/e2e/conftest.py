@@ -34,7 +34,8 @@ def gguf() -> Path:
 
 @pytest.fixture(scope="session")
 def llama_server(gguf, tmp_path_factory):
-    """A real `python -m llama_cpp.server` for the whole session; stopped whatever happens."""
+    """A real `python -m llama_cpp.server` for the whole session (under xdist, for the worker
+    that runs the end-to-end tests); stopped whatever happens."""
     pytest.importorskip("llama_cpp.server.app", reason=NOT_INSTALLED)
     from llama_server import LlamaServer
 

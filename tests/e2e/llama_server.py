@@ -20,10 +20,13 @@ import urllib.request
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+try:  # the tests' port blocks, one per xdist worker (tests/ports.py)
+    from ports import free_port
+except ImportError:  # the benchmark runner, on its own
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
 
 class LlamaServer:
@@ -45,7 +48,8 @@ class LlamaServer:
                    "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "local"]
         self._log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
         try:
             self._wait_ready()
         except BaseException:
@@ -100,3 +104,13 @@ class LlamaServer:
             self._log = None
 
     _log = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the process that started it dies. An xdist
+    worker stopped by Ctrl-C may never reach its fixtures' teardown, and a server it leaves
+    behind keeps a core spinning."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

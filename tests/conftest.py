@@ -61,6 +61,7 @@ def pytest_unconfigure(config):
 XDIST_GROUPS = {
     "tests/e2e/": "e2e",
     "tests/test_batch.py::test_ray_": "ray",
+    "tests/test_evals_cli.py::test_an_eval_on_ray": "ray",
 }
 
 

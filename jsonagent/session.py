@@ -64,6 +64,8 @@ class Session:
         self._journal = Journal(deps.transcript) if deps.transcript else None
         self._spans = tracing.builder(deps.toolset, deps.caps.name)
         """Tracing's consumer, None when tracing is off (then nothing imports OpenTelemetry)."""
+        self._recording = any((self._spans, store, self._journal, deps.on_event, parent))
+        """Some record takes the events (else handing them on costs a step nothing)."""
 
     def __enter__(self) -> Session:
         return self
@@ -237,6 +239,8 @@ class Session:
             yield event
 
     def _hand_to_records(self, event: ev.Event, state: RunState) -> None:
+        if not self._recording:
+            return
         # Ctrl-C waits until every record has the event: between two, the store would keep
         # a step that the transcript lacks, or the transcript a result without its call
         with ctrl_c_held():

@@ -5,6 +5,7 @@ Users import it from `jsonagent.testing`."""
 from __future__ import annotations
 
 import json
+import operator
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -101,7 +102,7 @@ class ScriptedModel:
             return reply
         text = _text(reply)
         self._write(text, on_delta)
-        prompt = sum(len(str(m.get("content", ""))) for m in messages) // 4
+        prompt = sum(map(len, map(str, map(_content, messages)))) // 4
         return ModelReply(text=text, usage={"prompt_tokens": prompt,
                                             "completion_tokens": len(text) // 4})
 
@@ -121,6 +122,9 @@ class ScriptedModel:
                 elif cancel is None:
                     time.sleep(self.delay)
             on_delta(text[at:at + self.chunk])
+
+
+_content = operator.methodcaller("get", "content", "")
 
 
 def _text(reply: Reply) -> Reply:

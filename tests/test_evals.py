@@ -195,7 +195,7 @@ def write(tmp_path, text, name="cases.yaml"):
 
 
 def test_a_dataset_with_defaults_shared_evaluators_and_variants(tmp_path):
-    (tmp_path / "checks.py").write_text("def short(case, result):\n    return len(result.answer) < 9\n")
+    (tmp_path / "eval_checks.py").write_text("def short(case, result):\n    return len(result.answer) < 9\n")
     path = write(tmp_path, """
 defaults: {max_steps: 4, tools: [specs.json]}
 evaluators: [{status: completed}]
@@ -207,7 +207,7 @@ cases:
     expected: "1024"
     tags: [math]
     evaluators:
-      - {python: "checks:short"}
+      - {python: "eval_checks:short"}
       - {trajectory: [run_python], mode: superset, args_match: ignore}
   - {name: typed, input: "Which bin?", expected: {bin: R7-12}, max_steps: 2,
      output_type: {type: object, properties: {bin: {type: string}}}, approve: {Delete: approve}}
@@ -217,7 +217,7 @@ cases:
     assert first.name == "case-1" and first.max_steps == 4 and typed.max_steps == 2
     assert first.tools == [str(tmp_path / "specs.json")]
     assert [e.label for e in first.checks(ds.evaluators)] == \
-        ["status", "expected", "checks:short", "trajectory"]
+        ["status", "expected", "eval_checks:short", "trajectory"]
     assert isinstance(typed.checks()[0], Fields)
     assert ds.variants[0] == Variant(name="a", model="scripted:a.json", temperature=0.5)
     assert ds.variants[1].config == {"prompt_style": "react", "max_reasks": 1}

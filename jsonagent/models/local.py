@@ -51,7 +51,9 @@ class LocalConfig(BaseModel):
     n_ctx: int = 8192
     """Context window in tokens: the system prompt plus the whole run's history must fit."""
     n_threads: int | None = None
-    """CPU threads; None uses every core."""
+    """CPU threads; None takes $JSONAGENT_THREADS, else every core. On a machine busy with
+    other work, fewer threads than cores are faster: llama.cpp's threads wait for each
+    other spinning, and one that is not scheduled holds up the rest."""
     temperature: float = 0.0
     """0 picks the most likely token every time, which makes runs repeatable."""
     max_tokens: int = REPLY_TOKENS
@@ -91,7 +93,8 @@ class LocalModel:
         except ImportError:
             raise ConfigError(INSTALL_HINT) from None
         self._llama_cpp = llama_cpp
-        threads = self.config.n_threads or os.cpu_count() or 1
+        threads = self.config.n_threads or int(os.environ.get("JSONAGENT_THREADS") or 0) \
+            or os.cpu_count() or 1
         self._status(f"loading {self.path.name}…")
         try:
             self._llm = llama_cpp.Llama(

@@ -19,6 +19,11 @@ E2E_MODEL = "smollm2-135m"
 _PULLED = catalog.CATALOG[E2E_MODEL].path
 
 
+# Beside three other pytest-xdist workers, llama.cpp's threads wait for each other spinning
+# while the machine is busy: one thread each (a test took 491 s with two, 22 s alone).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("JSONAGENT_THREADS", "1")
+
 NOT_INSTALLED = "llama-cpp-python is not installed (pip install 'jsonagent[local,server]')"
 
 

@@ -42,7 +42,7 @@ class LlamaServer:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "LlamaServer":
-        threads = str(os.cpu_count() or 1)
+        threads = os.environ.get("JSONAGENT_THREADS") or str(os.cpu_count() or 1)
         command = [self.python, "-m", "llama_cpp.server", "--model", str(self.model),
                    "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
                    "--n_threads", threads, "--n_threads_batch", threads, "--model_alias", "local"]

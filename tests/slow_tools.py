@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -199,3 +201,23 @@ def gone(pids, timeout: float = 3.0) -> bool:
 
 __all__ = ["SlowHttp", "alive", "command_pids", "descendants", "gone", "mcp_command",
            "sandboxes", "started", "wait_for", "write"]
+
+
+def ctrl_c_once_written(args: list, out, lines: int) -> subprocess.CompletedProcess:
+    """`jsonagent ARGS` until `out` has `lines` lines, then Ctrl-C as a terminal sends it (to
+    the whole foreground group); its exit and what it printed. Killed if it hangs."""
+    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists()
+                                               or out.read_text().count("\n") < lines):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)

@@ -22,6 +22,7 @@ import pytest
 from jsonagent import Agent
 from jsonagent.batch import BatchError, read_results, read_tasks, run_batch
 from jsonagent.testing import ScriptedModel, step
+from slow_tools import ctrl_c_once_written
 
 HERE = Path(__file__).resolve().parent
 DONE = step("TaskCompleteTool", {"output": "the answer is 4"}, "done")
@@ -241,20 +242,8 @@ def test_ctrl_c_stops_the_batch_and_its_workers_and_resume_finishes(tmp_path):
     tasks = write_tasks(tmp_path / "t.jsonl", [{"id": f"t{i}", "input": "q"} for i in range(40)])
     out = tmp_path / "out.jsonl"
     args = ["batch", tasks, "--out", out, "--workers", "2", *scripted_nap(tmp_path, 0.1)]
-    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not out.exists()
-                                               or out.read_text().count("\n") < 5):
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    proc = ctrl_c_once_written(args, out, 5)
+    stderr = proc.stderr
     assert proc.returncode == 130
     assert stderr.strip().splitlines()[-1].startswith("error: interrupted; the finished tasks")
     assert "Traceback" not in stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jsonagent.batch import read_results
+from slow_tools import ctrl_c_once_written
 from jsonagent.testing import step
 
 DONE = step("TaskCompleteTool", {"output": "1024"}, "done")
@@ -367,20 +368,8 @@ def test_ctrl_c_stops_the_eval_and_the_same_command_finishes_it(tmp_path):
     ds = dataset(tmp_path, f"defaults: {{tools: [{spec}]}}\ncases:\n{cases}")
     out = tmp_path / "r.jsonl"
     args = ["eval", ds, "-m", model, "-o", out]
-    proc = subprocess.Popen([sys.executable, "-m", "jsonagent", *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not out.exists()
-                                               or out.read_text().count("\n") < 2):
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    proc = ctrl_c_once_written(args, out, 2)
+    err = proc.stderr
     assert proc.returncode == 130
     assert err.strip().endswith(f"interrupted; the finished runs are in {out}: run the same "
                                 "command again to finish")

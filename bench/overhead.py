@@ -90,12 +90,12 @@ def main() -> None:
 
     show("Agent() construction", construction(runs * 10), 1e3, "ms")
     # ten times the runs: a run takes under a millisecond, and a median of 30 swings with load
-    show("overhead per step, no store", per_step(runs * 10), 1e3, "ms")
-    show("  the same, tool stops on cancel", per_step(runs * 10, stops=True), 1e3, "ms")
-    show("  the same, replies streamed", per_step(runs * 10, deltas=True), 1e3, "ms")
+    show("overhead per step, no store", per_step(runs * 10), 1e6, "µs")
+    show("  the same, tool stops on cancel", per_step(runs * 10, stops=True), 1e6, "µs")
+    show("  the same, replies streamed", per_step(runs * 10, deltas=True), 1e6, "µs")
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "bench.db")
-        show("overhead per step, SQLite store", per_step(runs, store=store), 1e3, "ms")
+        show("overhead per step, SQLite store", per_step(runs, store=store), 1e6, "µs")
     show("python -c 'pass' (baseline)", wall([py, "-c", "pass"], runs // 2 or 1), 1e3, "ms")
     show("import jsonagent", wall([py, "-c", "import jsonagent"], runs // 2 or 1), 1e3, "ms")
     # the floor under the next line while configuration and records are pydantic models
@@ -142,8 +142,8 @@ def traced(runs: int) -> None:
     tracing.instrument(provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
     on = per_step(runs * 10)
     spans = len(exporter.get_finished_spans())
-    show("overhead per step, tracing off", off, 1e3, "ms")
-    show("overhead per step, tracing on", on, 1e3, "ms")
+    show("overhead per step, tracing off", off, 1e6, "µs")
+    show("overhead per step, tracing on", on, 1e6, "µs")
     print(f"{'  spans exported':<34} {spans} ({spans // (runs * 10)} a run of 10 steps)")
 
 

@@ -10,7 +10,6 @@ import json
 from jsonagent import Agent, AgentConfig
 from jsonagent.loop import HEAD
 from jsonagent.models.openai import OpenAIModel
-from jsonagent.notes import note
 from jsonagent.testing import step
 
 from openai_stub import Chunks, OpenAIStub, completion, streamed

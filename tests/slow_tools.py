@@ -221,3 +221,19 @@ def ctrl_c_once_written(args: list, out, lines: int) -> subprocess.CompletedProc
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+
+
+def ray_left_behind(temp: str, wait: float = 20) -> list[int]:
+    """The processes of a Ray that ran under RAY_TMPDIR=`temp` still alive after `wait`
+    seconds; they are killed, and their pids returned for the test to complain about."""
+    def alive() -> list[int]:
+        out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        return [int(line.split()[0]) for line in out.splitlines() if temp in line]
+
+    deadline = time.monotonic() + wait
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = alive()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left

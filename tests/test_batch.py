@@ -22,7 +22,7 @@ import pytest
 from jsonagent import Agent
 from jsonagent.batch import BatchError, read_results, read_tasks, run_batch
 from jsonagent.testing import ScriptedModel, step
-from slow_tools import ctrl_c_once_written
+from slow_tools import ctrl_c_once_written, ray_left_behind
 
 HERE = Path(__file__).resolve().parent
 DONE = step("TaskCompleteTool", {"output": "the answer is 4"}, "done")
@@ -355,11 +355,6 @@ print(json.dumps(summary.counts))
 """
 
 
-def _ray_processes(temp):
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if temp in line]
-
-
 def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path):
     pytest.importorskip("ray")
     tasks = write_tasks(tmp_path / "t.jsonl",
@@ -375,12 +370,7 @@ def test_ray_backend_runs_the_same_tasks_and_survives_a_crash(tmp_path):
         proc = subprocess.run([sys.executable, "-c", RAY_DRIVER, str(tasks), str(out),
                                str(tmp_path / "tr")],
                               capture_output=True, text=True, timeout=240, env=env)
-        deadline = time.monotonic() + 20
-        while _ray_processes(temp) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = _ray_processes(temp)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
+        left = ray_left_behind(temp)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

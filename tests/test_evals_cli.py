@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jsonagent.batch import read_results
-from slow_tools import ctrl_c_once_written
+from slow_tools import ctrl_c_once_written, ray_left_behind
 from jsonagent.testing import step
 
 DONE = step("TaskCompleteTool", {"output": "1024"}, "done")
@@ -243,11 +243,6 @@ def test_what_would_fail_every_run_is_a_usage_error_before_anything_runs(tmp_pat
     assert not (tmp_path / "cases.results.jsonl").exists()
 
 
-def _ray_processes(temp):
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if temp in line]
-
-
 def test_an_eval_on_ray(tmp_path):
     """The CLI's own process starts and stops Ray: the tests' process never hosts it."""
     pytest.importorskip("ray")
@@ -258,12 +253,7 @@ def test_an_eval_on_ray(tmp_path):
     try:
         proc = cli("eval", ds, "-m", model, "--backend", "ray", "--workers", "2",
                    "--repeat", "2", timeout=240, env={"RAY_TMPDIR": temp})
-        deadline = time.monotonic() + 20
-        while _ray_processes(temp) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = _ray_processes(temp)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
+        left = ray_left_behind(temp)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

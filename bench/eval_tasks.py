@@ -1,23 +1,51 @@
-"""The task benchmark on `jsonagent eval`: bench/tasks as a dataset, the same cases in process
-and through llama.cpp's server, repeated, with the eval's statistics, paired test and report.
+"""The task benchmark on `jsonagent eval`: bench/tasks as a dataset, run in process, through
+llama.cpp's server in each setting, and by smolagents on the same server, repeated, with the
+eval's statistics, paired tests and report.
 
     python bench/eval_tasks.py --model qwen2.5-coder-1.5b --repeat 3 \
         --out bench/results/qwen2.5-coder-1.5b-instruct-q4/round7
+    python bench/eval_tasks.py --model smollm2-135m --variants local,server --tasks code-pow
 
-Variants: `local` is the in-process backend; `server` is the openai backend against
-`python -m llama_cpp.server` on 127.0.0.1, serving the same GGUF, in schema mode. Both run at
-temperature 0 with the same scripted person, approvals and max steps. The results file is
-the eval's checkpoint: run the same command again after a stop and it goes on.
+Variants (see VARIANTS), every one at temperature 0 unless it says otherwise, with the same
+scripted person, approvals and max steps:
 
-Writes results.jsonl, report.html and summary.txt (the terminal table and the paired test).
+    local                  the in-process backend (llguidance), as shipped
+    local-thought-none, -400, -200   the same with no cap on the thought, or 400 or 200 chars
+    server                 the openai backend against `python -m llama_cpp.server` serving the
+                           same GGUF, in schema mode, as shipped (no repetition penalty, the
+                           tool-call form)
+    server-shipped         schema mode as round 5 shipped it: the server's temperature and
+                           repetition penalty, tool results as the user's words
+    server-temp0, server-no-penalty, server-tool-calls   that, with one change of round 6 alone
+    server-no-tool-calls   server without the tool-call form
+    object, prompt, react  the server in that JSON mode, or with ReAct text
+    smolagents             smolagents' ToolCallingAgent on the same server, in its own virtual
+                           environment (--smol-python; see smol_runner.py), scored by the same
+                           checkers into the same results file
+
+The results file is the eval's checkpoint: run the same command again after a stop and it
+goes on; a smolagents run already in it is not run again either. Writes results.jsonl,
+report.html and summary.txt (the terminal table and the paired tests against the first
+variant).
+
+smolagents' environment needs jsonagent's own dependencies too, since its tools import them:
+
+    python -m venv /work/venv-smol
+    /work/venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import io
+import json
+import os
 import signal
+import subprocess
 import sys
+import tempfile
+from contextlib import ExitStack, redirect_stdout
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +66,39 @@ WORLDS: dict[str, object] = {}
 factory makes it, and the check reads what must hold of it afterwards."""
 
 
+@dataclass(frozen=True)
+class Setup:
+    """How a variant's agent is built. `config` is AgentConfig fields; `temperature` None is
+    the server's own; `penalty` keeps the server's repetition penalty."""
+
+    where: str = "server"  # local, server or smolagents
+    config: tuple = (("json_mode", "schema"), ("tool_calls", True))
+    temperature: float | None = 0.0
+    penalty: bool = False
+
+    def variant(self, name: str) -> Variant:
+        return Variant(name=name, temperature=self.temperature, config=dict(self.config))
+
+
+_PLAIN = (("json_mode", "schema"), ("tool_calls", False))
+VARIANTS: dict[str, Setup] = {
+    "local": Setup("local", ()),
+    "local-thought-none": Setup("local", (("thought_max_chars", None),)),
+    "local-thought-400": Setup("local", (("thought_max_chars", 400),)),
+    "local-thought-200": Setup("local", (("thought_max_chars", 200),)),
+    "server": Setup(),
+    "server-shipped": Setup(config=_PLAIN, temperature=None, penalty=True),
+    "server-temp0": Setup(config=_PLAIN, penalty=True),
+    "server-no-penalty": Setup(config=_PLAIN, temperature=None),
+    "server-tool-calls": Setup(temperature=None, penalty=True),
+    "server-no-tool-calls": Setup(config=_PLAIN),
+    "object": Setup(config=(("json_mode", "object"),)),
+    "prompt": Setup(config=(("json_mode", "prompt"),)),
+    "react": Setup(config=(("prompt_style", "react"), ("json_mode", None))),
+    "smolagents": Setup("smolagents", ()),
+}
+
+
 @dataclass
 class TaskCheck(Evaluator):
     """The task's own checker on the answer, with the clock read at the run's start and end,
@@ -53,10 +114,12 @@ class TaskCheck(Evaluator):
         world = WORLDS.pop(case.name, None)
         held = world is None or world.holds()
         passed = result.status == "completed" and task.check(answer, clock) and held
-        why = "" if passed else (f"{result.status}: {result.error}" if result.status != "completed"
-                                 else "what must hold did not" if not held
-                                 else f"answer {answer[:160]!r}, expected {task.expected!r}")
-        return passed, why
+        return passed, "" if passed else _why(result.status, result.error, held, answer, task)
+
+
+def _why(status: str, error: str | None, held: bool, answer: str, task) -> str:
+    return (f"{status}: {error}" if status != "completed" else "what must hold did not"
+            if not held else f"answer {answer[:160]!r}, expected {task.expected!r}")
 
 
 def dataset(kinds: set[str] | None, ids: list[str] | None) -> Dataset:
@@ -66,18 +129,24 @@ def dataset(kinds: set[str] | None, ids: list[str] | None) -> Dataset:
 
 
 @functools.cache
-def model_for(variant: str, gguf: str, base_url: str | None):
+def model_for(name: str, gguf: str, base_url: str | None, n_ctx: int):
     """One model a variant, loaded once for the whole benchmark."""
-    from jsonagent.models import resolve_model
+    setup = VARIANTS[name]
+    if setup.where == "local":
+        from jsonagent.models.local import LocalConfig, LocalModel
 
-    if variant == "local":
-        return resolve_model(f"local:{gguf}", temperature=0.0)
+        return LocalModel(gguf, LocalConfig(n_ctx=n_ctx, temperature=setup.temperature))
     from jsonagent.models.openai import OpenAIModel
 
-    return OpenAIModel("local", base_url=base_url, api_key="sk-local", temperature=0.0)
+    model = OpenAIModel(Path(gguf).stem, base_url=base_url, api_key="sk-local",
+                        temperature=setup.temperature)
+    if setup.penalty:
+        model.sampling_extra = {}  # the server's own repetition penalty (1.1 on llama.cpp's)
+    return model
 
 
-def factory(gguf: str, base_url: str | None, max_steps: int):
+def factory(gguf: str, base_url: str | None, max_steps: int, n_ctx: int = 8192, wrap=None):
+    """`wrap(model, variant)` may put something between a variant's model and the agent."""
     def build(case: Case, variant: Variant) -> Agent:
         task = BY_ID[case.name]
         extra = {}
@@ -88,53 +157,103 @@ def factory(gguf: str, base_url: str | None, max_steps: int):
             own = [tool(fn, confirm=fn.__name__ in world.confirm) for fn in world.tools]
             extra = {"tools": [*core_tools(), *own], "output_type": world.output,
                      "approve": lambda name, args: False}  # the person refuses every call put
-        return Agent(model=model_for(variant.name, gguf, base_url), max_steps=max_steps,
-                     ask_human=scripted_human(task),
-                     config=AgentConfig(**({"json_mode": "schema"} if variant.name == "server"
-                                           else {})), **extra)
+        model = model_for(variant.name, gguf, base_url, n_ctx)
+        return Agent(model=wrap(model, variant) if wrap else model, max_steps=max_steps,
+                     ask_human=scripted_human(task), config=AgentConfig(**variant.config),
+                     **extra)
     return build
+
+
+def run_smolagents(ds: Dataset, repeat: int, out: Path, server, args) -> None:
+    """smolagents' runs of the cases not yet in `out`, appended to it as the eval's lines."""
+    from jsonagent.batch import TaskResult, read_results
+    from jsonagent.evals.report import FAIL, PASS
+
+    done = {r["id"] for r in read_results(out)}
+    for r in range(repeat):
+        todo = [c.name for c in ds.cases if f"smolagents/{c.name}#{r}" not in done]
+        if not todo:
+            continue
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as lines:
+            subprocess.run([args.smol_python, str(HERE / "smol_runner.py"), "--base-url",
+                            server.base_url, "--model", Path(server.model).stem, "--max-steps",
+                            str(args.max_steps), "--out", lines.name, *todo],
+                           env={**os.environ, "PYTHONPATH": str(HERE.parent)}, check=False)
+            records = [json.loads(x) for x in Path(lines.name).read_text().splitlines() if x]
+        with out.open("a", encoding="utf-8") as f:
+            for rec in records:
+                line = TaskResult(
+                    id=f"smolagents/{rec['task']}#{r}", status=rec["status"], seconds=rec["seconds"],
+                    answer=rec["answer"], error=rec["error"], steps=rec["steps"],
+                    usage={"prompt_tokens": rec["prompt_tokens"],
+                           "completion_tokens": rec["completion_tokens"]},
+                    extra={"variant": "smolagents", "case": rec["task"], "repeat": r,
+                           "tags": [rec["kind"]], "verdict": PASS if rec["success"] else FAIL,
+                           "why": None if rec["success"] else _why(
+                               rec["status"], rec["error"], True, rec["answer"], BY_ID[rec["task"]]),
+                           "model": f"smolagents {rec.get('version', '')}".strip(),
+                           "sampling": {"temperature": 0.0}, "dataset": ds.hash,
+                           "trace": rec.get("trace", [])})
+                f.write(line.line() + "\n")
 
 
 def main() -> None:
     from llama_server import LlamaServer
 
+    from jsonagent.batch import read_results
     from jsonagent.cli.batch import _Progress
     from jsonagent.cli.evals import print_report
     from jsonagent.evals.html import render
+    from jsonagent.evals.report import Report
     from jsonagent.models import catalog
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="qwen2.5-coder-1.5b")
+    p.add_argument("--model", default="qwen2.5-coder-1.5b", help="catalog name or .gguf path")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--kinds", default="", help="task kinds (comma-separated); default all")
     p.add_argument("--tasks", nargs="*", help="task ids; default all of the kinds")
-    p.add_argument("--variants", default="local,server")
+    p.add_argument("--variants", default="local,server",
+                   help=f"comma-separated, the first is the baseline; from {','.join(VARIANTS)}")
     p.add_argument("--max-steps", type=int, default=8)
+    p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--smol-python",
+                   default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
+    names = [v for v in args.variants.split(",") if v]
+    if unknown := [v for v in names if v not in VARIANTS]:
+        p.error(f"unknown variants: {', '.join(unknown)}")
     # a `timeout` or a kill ends us through the finally blocks: the server goes with us
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    gguf = str(catalog.path(args.model))
+    gguf = str(catalog.path(args.model) if args.model in catalog.CATALOG else Path(args.model))
     args.out.mkdir(parents=True, exist_ok=True)
+    results = args.out / "results.jsonl"
     ds = dataset(set(filter(None, args.kinds.split(","))), args.tasks)
-    variants = [Variant(name=v) for v in args.variants.split(",")]
-    with LlamaServer(gguf, n_ctx=8192, log=args.out / "server.log") \
-            if "server" in args.variants else _nothing() as server:
-        build = factory(gguf, server.base_url if server else None, args.max_steps)
-        with _Progress(len(ds.cases) * len(variants) * args.repeat, "eval",
-                       lambda r: (r.extra or {}).get("verdict") == "fail") as bar:
-            report = ds.run(build, args.out / "results.jsonl", repeat=args.repeat,
-                            variants=variants, on_result=bar.advance)
-    (args.out / "report.html").write_text(render(report, title=f"{args.model}: bench tasks"))
-    print_report(report, f"{args.model}: {len(report.runs)} runs of {len(ds.cases)} tasks")
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
+    ours = [VARIANTS[n].variant(n) for n in names if VARIANTS[n].where != "smolagents"]
+    with ExitStack() as held:
+        server = None
+        if any(VARIANTS[n].where != "local" for n in names):
+            server = held.enter_context(LlamaServer(gguf, n_ctx=args.n_ctx,
+                                                    log=args.out / "server.log"))
+        build = factory(gguf, server.base_url if server else None, args.max_steps, args.n_ctx)
+        if ours:
+            with _Progress(len(ds.cases) * len(ours) * args.repeat, "eval",
+                           lambda r: (r.extra or {}).get("verdict") == "fail") as bar:
+                ds.run(build, results, repeat=args.repeat, variants=ours, on_result=bar.advance)
+        if "smolagents" in names:
+            run_smolagents(ds, args.repeat, results, server, args)
+    cases = {c.name for c in ds.cases}
+    report = Report.from_lines([r for r in read_results(results)
+                                if r["extra"]["variant"] in names and r["extra"]["case"] in cases
+                                and r["extra"]["repeat"] < args.repeat],
+                               source=str(results), variants=names, cases=[c.name for c in ds.cases])
+    title = f"{Path(gguf).stem}: {len(report.runs)} runs of {len(ds.cases)} bench tasks"
+    (args.out / "report.html").write_text(render(report, title=title))
+    table = io.StringIO()
+    with redirect_stdout(table):
+        print_report(report, title)
+    (args.out / "summary.txt").write_text(table.getvalue())
+    print(table.getvalue(), end="")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """The peer side of the task benchmark: smolagents' ToolCallingAgent on the same tasks.
 
-Runs inside smolagents' own virtual environment, started by run_tasks.py as
+Runs inside smolagents' own virtual environment, started by eval_tasks.py as
 
     VENV/bin/python bench/smol_runner.py --base-url URL --model NAME --max-steps N --out FILE [TASK_ID...]
 
 Its tools call the very functions jsonagent's built-ins call: `jsonagent.tools.core.get_time`,
 `jsonagent.tools.core.code_interpreter` on the same `sandbox`, and the task's scripted human.
 Only smolagents itself comes from the other environment; jsonagent is found on PYTHONPATH.
-One JSON line per task goes to --out.
+One JSON line per task goes to --out; eval_tasks.py scores it into the eval's results file.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+import smolagents  # noqa: E402
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool  # noqa: E402
 from smolagents.utils import AgentGenerationError, AgentParsingError, AgentToolCallError  # noqa: E402
 
@@ -107,6 +108,7 @@ def run_task(task, model, max_steps: int) -> dict:
     answer = "" if output is None else str(output)
     return {
         "task": task.id, "kind": task.kind, "framework": "smolagents", "mode": "tool-calling",
+        "version": smolagents.__version__,
         "status": "completed" if ended_by_tool else state,
         "success": bool(answer) and task.check(answer, clock)
         and (embedding is None or embedding.holds()),

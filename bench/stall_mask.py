@@ -23,10 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from run_tasks import model_path, run_jsonagent  # noqa: E402
-from tasks import TASKS  # noqa: E402
-
-from jsonagent import read_journal  # noqa: E402
+import eval_tasks  # noqa: E402
+from jsonagent.evals import Variant  # noqa: E402
 
 LOOPED = ["time-plus-100-days", "time-days-to-new-year", "time-day-of-year", "code-primes",
           "human-product", "multi-weekday-in-1000-days", "multi-minutes-to-midnight",
@@ -75,34 +73,37 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "stall_mask")
     args = parser.parse_args()
-    from jsonagent.models.local import LocalConfig, LocalModel
+    from jsonagent.models import catalog
 
-    gguf = model_path(args.model)
-    model = LocalModel(gguf, LocalConfig(n_ctx=args.n_ctx, max_tokens=1024))
-    transcripts = args.out / "transcripts"
-    transcripts.mkdir(parents=True, exist_ok=True)
-    rows = []
-    print("| task | arm | status | ok | steps | warned | loop broken | masked |")
-    print("|---|---|---|---|---|---|---|---|")
-    for task in [t for t in TASKS if t.id in args.tasks]:
-        for arm in ("words", "mask"):
-            runner = Masking(model) if arm == "mask" else model
-            record = run_jsonagent(task, runner, "schema", arm, args.max_steps, transcripts)
-            events = read_journal(transcripts / f"{arm}-{task.id}.jsonl")
-            warned = any(e.type == "tool_result" and (e.note or "").startswith(WARNING) for e in events)
-            record |= {"arm": arm, "warned": warned, "broken": warned and record["status"] != "stalled",
-                       "masked": getattr(runner, "masked", [])}
-            rows.append(record)
-            print(f"| {task.id} | {arm} | {record['status']} | {'yes' if record['success'] else 'no'} "
-                  f"| {record['steps']} | {warned} | {record['broken']} | {','.join(record['masked'])} |",
-                  flush=True)
-    model.close()
+    gguf = str(catalog.path(args.model) if args.model in catalog.CATALOG else Path(args.model))
+    args.out.mkdir(parents=True, exist_ok=True)
+    masks: dict[str, Masking] = {}
+
+    def wrap(model, variant):  # both arms share the one local model
+        return masks.setdefault("mask", Masking(model)) if variant.name == "mask" else model
+
+    build = eval_tasks.factory(gguf, None, args.max_steps, args.n_ctx, wrap=wrap)
+    eval_tasks.VARIANTS.update(words=eval_tasks.VARIANTS["local"], mask=eval_tasks.VARIANTS["local"])
+
+    def warned(run) -> bool:  # a loop is broken when the run was warned and did not end stalled
+        return any(str(s.get("note", "")).startswith(WARNING) for s in run.trace)
+
+    ds = eval_tasks.dataset(None, args.tasks)
+    report = ds.run(build, args.out / "results.jsonl", variants=[Variant(name="words"), Variant(name="mask")])
+    print("| task | arm | status | ok | steps | warned | loop broken |")
+    print("|---|---|---|---|---|---|---|")
+    for run in report.runs:
+        w = warned(run)
+        print(f"| {run.case} | {run.variant} | {run.status} | {'yes' if run.verdict == 'pass' else 'no'} "
+              f"| {run.steps} | {w} | {w and run.status != 'stalled'} |")
     for arm in ("words", "mask"):
-        rs = [r for r in rows if r["arm"] == arm]
-        print(f"{arm}: warned {sum(r['warned'] for r in rs)}, loops broken "
-              f"{sum(r['broken'] for r in rs)}, stalled {sum(r['status'] == 'stalled' for r in rs)}, "
-              f"succeeded {sum(r['success'] for r in rs)}/{len(rs)}")
-    (args.out / "RESULTS.json").write_text(json.dumps(rows, indent=1))
+        runs = report.of(arm)
+        ws = [warned(r) for r in runs]
+        print(f"{arm}: warned {sum(ws)}, loops broken "
+              f"{sum(w and r.status != 'stalled' for w, r in zip(ws, runs))}, "
+              f"stalled {sum(r.status == 'stalled' for r in runs)}, "
+              f"succeeded {sum(r.verdict == 'pass' for r in runs)}/{len(runs)}")
+    print(report.compare("words", "mask").sentence)
 
 
 if __name__ == "__main__":

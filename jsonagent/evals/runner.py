@@ -158,7 +158,8 @@ def _trace(events: list) -> list[dict]:
             steps[e.step] = {"step": e.step, "thought": e.thought, "tool": e.tool,
                              "args": e.args}
         elif e.type == "tool_result" and e.step in steps:
-            steps[e.step].update(observation=_cut(e.observation), error=e.error)
+            steps[e.step].update(observation=_cut(e.observation), error=e.error,
+                                 **({"note": e.note} if e.note else {}))
     return list(steps.values())
 
 

@@ -80,6 +80,8 @@ class Stats(BaseModel):
     repairs: int = 0
     reasks: int = 0
     invalid_replies: int = 0
+    answer_nudges: int = 0
+    """Final answers sent back because they had numbers the run never saw (grounding.py)."""
 
 
 class Pending(BaseModel):

@@ -64,7 +64,8 @@ class Loop:
             if state.seq == 0:
                 yield self._event(ev.RunStart(
                     question=state.question, model=state.model, json_mode=state.json_mode,
-                    config=state.config, toolset=state.toolset, tools=state.tools))
+                    config=state.config, toolset=state.toolset, tools=state.tools,
+                    server=state.server))
             else:
                 yield from self._resume(resume or Resume())
             yield from self._steps()

@@ -68,6 +68,8 @@ class Agent:
             config = config.model_copy(update={"observation_role": caps.observation_role})
         if config.tool_calls is None:
             config = config.model_copy(update={"tool_calls": caps.tool_calls})
+        if config.check_answers is None:  # a script's replies cannot answer a nudge
+            config = config.model_copy(update={"check_answers": not caps.writes_ahead})
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

@@ -60,5 +60,10 @@ class AgentConfig(BaseModel):
     max_depth: int = Field(3, ge=0)
     """How deep agents used as tools may nest below a top run: a sub-run past it is refused
     (an agent that calls itself ends there)."""
+    check_answers: bool | None = None
+    """Before a run accepts its final answer, look for each of its numbers in the question,
+    the tool results and the person's answers (grounding.py); one found nowhere gets one
+    nudge, and calling the final tool again confirms it. None takes the model's: on, except
+    for a model whose replies are written ahead (a script cannot answer a nudge)."""
     confirm: list[str] = []
     """Tools whose every call waits for a person's approval, beside those whose spec says so."""

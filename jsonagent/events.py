@@ -82,6 +82,8 @@ class RunStart(Event):
     toolset: str
     """Fingerprint of the tool specs the model was shown."""
     tools: list[str]
+    server: dict[str, Any] | None = None
+    """The model server found behind the endpoint and what that set (models/servers.py)."""
 
 
 @_slotted

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from . import events as ev
-from . import stall
+from . import grounding, stall
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
 from .errors import Cancelled, JsonAgentError, ToolError, UserError
@@ -64,7 +64,8 @@ class Loop:
             if state.seq == 0:
                 yield self._event(ev.RunStart(
                     question=state.question, model=state.model, json_mode=state.json_mode,
-                    config=state.config, toolset=state.toolset, tools=state.tools))
+                    config=state.config, toolset=state.toolset, tools=state.tools,
+                    server=state.server))
             else:
                 yield from self._resume(resume or Resume())
             yield from self._steps()
@@ -236,18 +237,26 @@ class Loop:
                                          duration_s=round(record.tool_s, 4), note=note_))
 
     def _answer(self, record: StepRecord) -> tuple[Any] | None:
-        """The final answer, or None after telling the model why it does not validate."""
+        """The final answer, or None after telling the model why it does not validate, or
+        which of its numbers nothing in the run shows (once; see grounding.py)."""
         if self.output_type is None:
             args = record.args
-            return (args["output"] if set(args) == {"output"} else args,)
-        from pydantic import TypeAdapter, ValidationError
+            answer = (args["output"] if set(args) == {"output"} else args,)
+        else:
+            from pydantic import TypeAdapter, ValidationError
 
-        try:
-            return (TypeAdapter(self.output_type).validate_python(record.args),)
-        except ValidationError as exc:
-            problem = "; ".join(f"/{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            record.observation, record.error = {"error": note("answer_rejected", problem=problem)}, True
-            return None
+            try:
+                answer = (TypeAdapter(self.output_type).validate_python(record.args),)
+            except ValidationError as exc:
+                problem = "; ".join(f"/{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                record.observation, record.error = {"error": note("answer_rejected", problem=problem)}, True
+                return None
+        if self.config.check_answers:
+            record.observation = grounding.nudge(self.s, record, record.tool, self.toolset.names)
+            if record.observation is not None:
+                record.error, self.s.stats.answer_nudges = True, self.s.stats.answer_nudges + 1
+                return None
+        return answer
 
     def _observe(self, tool_name: str, response: Any, note_: str | None = None) -> None:
         """The whole result goes into the history; memory cuts it in the context if need be."""

@@ -180,7 +180,7 @@ class Session:
             json_mode=json_mode, config=deps.config.model_dump(),
             tool_calls=last.tool_calls if last is not None else bool(deps.config.tool_calls),
             toolset=deps.toolset.fingerprint(), tools=deps.toolset.names,
-            model=deps.caps.name, origin=deps.origin,
+            model=deps.caps.name, server=deps.caps.server, origin=deps.origin,
             memory=last.memory if last is not None else MemoryState(),
             code_used=bool(last and last.code_used), traceparent=tracing.inherited(),
             **({"parent_run_id": self.parent.run.run_id, "depth": self.parent.run.depth + 1}

@@ -80,6 +80,8 @@ class Stats(BaseModel):
     repairs: int = 0
     reasks: int = 0
     invalid_replies: int = 0
+    answer_nudges: int = 0
+    """Final answers sent back because they had numbers the run never saw (grounding.py)."""
 
 
 class Pending(BaseModel):
@@ -138,6 +140,9 @@ class RunState(BaseModel):
     """Fingerprint of the tool specs the run was started with."""
     tools: list[str] = []
     model: str = ""
+    server: dict[str, Any] | None = None
+    """The model server found behind the endpoint and what that set (models/servers.py);
+    None for a model that is not an endpoint's."""
     origin: dict[str, Any] = {}
     """How the front end built the agent (the CLI's options), so that it can be built again."""
     memory: MemoryState = Field(default_factory=MemoryState)

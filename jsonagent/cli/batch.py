@@ -15,7 +15,7 @@ from ..status import COMPLETED
 from .exits import guarded, fail
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
                       JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
-                      McpPrefixOpt, ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt,
+                      McpPrefixOpt, ModelOpt, NoCoreToolsOpt, CheckAnswersOpt, NoKvCacheOpt, OtelOpt,
                       PromptStyleChoice, PromptStyleOpt, RayAddressOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt,
                       ToolsOpt, WorkersOpt)
@@ -48,7 +48,8 @@ def batch(ctx: typer.Context,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+          check_answers: CheckAnswersOpt = None):
     """Run every task of a JSONL file.
 
     Re-run the same command to finish an interrupted batch: ids already in --out are skipped.

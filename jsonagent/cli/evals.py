@@ -17,7 +17,7 @@ from .command import PlainCommand
 from .exits import fail, guarded
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
                       JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
-                      McpPrefixOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
+                      McpPrefixOpt, NoCoreToolsOpt, CheckAnswersOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
                       PromptStyleOpt, RayAddressOpt, RunOptions, SandboxChoice, SandboxOpt,
                       TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources)
 
@@ -80,7 +80,8 @@ def run(ctx: typer.Context,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-        no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+        no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+        check_answers: CheckAnswersOpt = None):
     """Run every case of DATASET for each variant, score it, and print the pass rates.
 
     Errors of the eval itself (the model endpoint failed, an evaluator could not score) are
@@ -285,16 +286,11 @@ def case_agent(opts: RunOptions, case: Case, variant: Variant):
     what the case needs (its tools, scripted person, approvals, answer type, step limit)."""
     from ..agent import Agent
     from ..config import AgentConfig
-    from ..tools.core import CODE_TOOL
-
     if opts.otel:
         from .. import tracing
 
         tracing.switch_on()
-    settings = dict(max_steps=opts.max_steps, json_mode=opts.json_mode,
-                    prompt_style=opts.prompt_style, max_context_tokens=opts.max_context_tokens,
-                    require_isolation=opts.sandbox == "strict",
-                    confirm=[CODE_TOOL] if opts.confirm_code else [])
+    settings = opts.settings()
     settings.update(variant.config)
     if case.max_steps is not None:
         settings["max_steps"] = case.max_steps

@@ -61,6 +61,7 @@ class RunOptions(BaseModel):
     confirm_code: bool = False
     no_kv_cache: bool = False
     otel: bool = False
+    check_answers: bool | None = None
     given: set[str] = set()
     """The options set on the command line (the rest are defaults)."""
 
@@ -87,23 +88,28 @@ class RunOptions(BaseModel):
         from ..agent import Agent
         from ..config import AgentConfig
         from ..models import resolve_model
-        from ..tools.core import CODE_TOOL
 
         if self.otel:
             from .. import tracing
 
             tracing.switch_on()
-        config = AgentConfig(max_steps=self.max_steps, json_mode=self.json_mode,
-                             prompt_style=self.prompt_style,
-                             max_context_tokens=self.max_context_tokens,
-                             require_isolation=self.sandbox == "strict",
-                             confirm=[CODE_TOOL] if self.confirm_code else [])
+        config = AgentConfig(**self.settings())
         model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
                               kv_cache=not self.no_kv_cache, on_status=on_status,
                               temperature=self.temperature, reply_tokens=config.reply_tokens)
         return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded(), deltas=deltas)
+
+    def settings(self) -> dict[str, Any]:
+        """The AgentConfig fields these options set."""
+        from ..tools.core import CODE_TOOL
+
+        return dict(max_steps=self.max_steps, json_mode=self.json_mode,
+                    prompt_style=self.prompt_style, max_context_tokens=self.max_context_tokens,
+                    require_isolation=self.sandbox == "strict",
+                    confirm=[CODE_TOOL] if self.confirm_code else [],
+                    check_answers=self.check_answers)
 
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
@@ -213,6 +219,11 @@ OtelOpt = Annotated[bool, typer.Option(
     "--otel",
     help="Send OpenTelemetry traces and metrics over OTLP/HTTP (to "
          "$OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318); needs the otel extra.")]
+CheckAnswersOpt = Annotated[Optional[bool], typer.Option(
+    "--check-answers/--no-check-answers",
+    help="Look for each number of the final answer in what the question, the tools and the "
+         "person said; one found nowhere is sent back once to be computed or confirmed. "
+         "Default: on (off for scripted models).")]
 
 
 StoreOpt = Annotated[Optional[str], typer.Option(

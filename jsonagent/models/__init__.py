@@ -83,6 +83,9 @@ class Capabilities:
     writes_ahead: bool = False
     """Its replies are fixed before they are asked for (a script, a replay): none can run
     on, so none is watched as it is written."""
+    server: dict | None = None
+    """The model server found behind an endpoint (models/servers.py) and what that set:
+    recorded with each run."""
     hooks: tuple = ()
     """Hooks (see hooks.py) the model needs on every run: a replayed script follows the
     run's model calls."""

@@ -9,6 +9,7 @@ prefix is unique) comes back from `forced()` as tokens to evaluate in one batch.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,105 @@ def runaway(out: list[int]) -> bool:
     tail = out[-RUNAWAY:]
     # periods 1 and 2 are any mix of two tokens; longer ones must repeat exactly
     return len(set(tail)) <= 2 or any(tail[p:] == tail[:-p] for p in range(3, PERIOD + 1))
+
+
+TAKEBACKS = 8
+"""Closing quotes a reply may have taken back (see CodeQuotes); past them, it closes as the
+model wants, so that a model set on closing cannot loop."""
+_CODE_VALUE = re.compile(r'"code"\s*:\s*"$')
+_UNCLOSED = ("unterminated string literal", "unterminated triple-quoted string",
+             "was never closed", "unexpected EOF", "EOF while scanning")
+"""SyntaxError messages of code cut short inside a string or a bracket (Python 3.10+), not
+of code that is merely wrong."""
+
+
+class CodeQuotes:
+    """A `"` inside a code argument's string closes the JSON string early: `print("hi")`
+    written raw ends the code at `print(`. The grammar cannot know; the code can. When the
+    sampled token would close a `"code"` value whose code then cannot compile because a
+    string or a bracket is left open, the token is taken back before it is evaluated, and
+    the pick is made again with every token that closes a string forbidden at that place:
+    the model writes `\"` (or `'`) and goes on. Found on the 1.5B model (issue 37, round 6)."""
+
+    def __init__(self, quoting: np.ndarray, detokenize):
+        self.quoting = quoting
+        """Per token: its bytes hold a `"` that no backslash of its own escapes."""
+        self._detokenize = detokenize
+        self.taken_back = 0
+
+    def takes_back(self, out: list[int], token: int) -> bool:
+        if self.taken_back >= TAKEBACKS or not self.quoting[token]:
+            return False
+        text = self._detokenize(out).decode("utf-8", errors="ignore")
+        piece = self._detokenize([token]).decode("utf-8", errors="ignore")
+        if closes_code_early(text, piece):
+            self.taken_back += 1
+            return True
+        return False
+
+    def forbid(self, logits: np.ndarray) -> np.ndarray:
+        """`logits` (already masked by the grammar) without the tokens that close a string;
+        unchanged when nothing else would be left."""
+        out = logits.copy()
+        out[: self.quoting.shape[0]][self.quoting[: out.shape[0]]] = -np.inf
+        return out if np.isfinite(out).any() else logits
+
+
+def closes_code_early(text: str, piece: str) -> bool:
+    """`piece`, written after `text`, ends an open `"code"` string where the code so far
+    cannot compile for a string or a bracket left open."""
+    raw = open_code(text)
+    if raw is None:
+        return False
+    escaped = (len(raw) - len(raw.rstrip("\\"))) % 2 == 1
+    for at, ch in enumerate(piece):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            break
+    else:
+        return False
+    try:
+        code = json.loads('"' + raw + piece[:at] + '"')
+        compile(code, "<code>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return any(words in str(exc.msg) for words in _UNCLOSED)
+    except (ValueError, RecursionError, MemoryError, OverflowError):  # not JSON, or odd code
+        return False
+    return False
+
+
+def open_code(text: str) -> str | None:
+    """The raw JSON text of a `"code"` value still open at the end of `text`, else None."""
+    in_string = escaped = False
+    start = 0
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif in_string:
+            if ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string, start = True, i + 1
+    if not in_string or not _CODE_VALUE.search(text[:start]):
+        return None
+    return text[start:]
+
+
+def _quoting(piece: bytes) -> bool:
+    escaped = False
+    for byte in piece:
+        if escaped:
+            escaped = False
+        elif byte == 0x5C:
+            escaped = True
+        elif byte == 0x22:
+            return True
+    return False
 
 
 class Sampler:
@@ -84,6 +184,8 @@ class Guide:
         self.tokenizer, pieces = _tokenizer(llguidance, vocab)
         self.closers = np.array([t for t, p in enumerate(pieces) if p and set(p) <= CLOSERS],
                                 dtype=np.int64)
+        self.quoting = np.array([not p.startswith(b"\xff") and _quoting(p) for p in pieces],
+                                dtype=bool)
         self._matchers: dict[str, Matcher] = {}
 
     def matcher(self, schema: dict) -> "Matcher":

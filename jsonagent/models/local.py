@@ -225,7 +225,7 @@ class LocalModel:
         on as it is picked (whole characters only: a token may end inside one)."""
         import numpy as np
 
-        from .decoding import CLOSING_RESERVE, Sampler, runaway
+        from .decoding import CLOSING_RESERVE, CodeQuotes, Sampler, runaway
 
         llm, lib = self._llm, self._llama_cpp
         cancel = current()  # a cancelled run's reply stops at the next token
@@ -235,6 +235,7 @@ class LocalModel:
         out: list[int] = []
         ended = False
         write = _Writer(llm, on_delta) if on_delta is not None else None
+        quotes = CodeQuotes(self._guide.quoting, llm.detokenize) if matcher is not None else None
         while len(out) < limit:
             if cancel is not None:
                 cancel.check()
@@ -261,6 +262,8 @@ class LocalModel:
                 token = sampler.pick(logits)
                 if matcher is not None and not matcher.allows(token):
                     token = sampler.pick(matcher.masked(logits))
+                if quotes is not None and quotes.takes_back(out, token):  # `"` inside code
+                    token = sampler.pick(quotes.forbid(matcher.masked(logits)))
             if lib.llama_vocab_is_eog(self._vocab, token):
                 ended = True
                 break

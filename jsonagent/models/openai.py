@@ -59,16 +59,22 @@ def _requests_loop():
 
 
 class OpenAIModel:
-    default_json_mode = "object"
     stops_on_cancel = True  # a cancel cancels the request, closing its connection
     streams = True
     tool_calls = True  # every OpenAI-compatible API has the tool turn; a refusal steps down
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 3, temperature: float | None = 0.0,
-                 max_tokens: int | None = REPLY_TOKENS):
+                 max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
+                 detect: bool = True):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
-        to the server (0.8 on llama.cpp's, 1.0 on OpenAI's)."""
+        to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
+
+        `extra_body`: fields outside OpenAI's API sent with every request (llama.cpp's
+        `repeat_penalty`, vLLM's `top_k`...), over what the server's detection sets.
+        `detect`: ask the endpoint which server it is, once, when the model is first used
+        (servers.py), and take that server's best JSON mode and sampling; OpenAI's own API
+        is never asked."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -85,8 +91,14 @@ class OpenAIModel:
         self.temperature = temperature
         self.sampling: dict = {} if temperature is None else {"temperature": temperature}
         """Sampling fields sent with each request; one the endpoint refuses is dropped."""
-        self.sampling_extra: dict = {} if _is_openai(self.base_url) else dict(_NO_PENALTY)
+        self._extra_given = dict(extra_body or {})
+        self.sampling_extra: dict = dict(self._extra_given) if _is_openai(self.base_url) \
+            else {**_NO_PENALTY, **self._extra_given}
         """The same, for fields outside OpenAI's API (sent through the SDK's extra_body)."""
+        self._detect = detect and not _is_openai(self.base_url)
+        self._found = None
+        self._found_lock = threading.Lock()
+        self._api_key = api_key
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -107,6 +119,7 @@ class OpenAIModel:
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None,
                  on_delta: Callable[[str], None] | None = None) -> ModelReply:
+        self._detected()
         kwargs = {"model": self.name, "messages": messages}
         if stop:
             kwargs["stop"] = stop
@@ -163,6 +176,50 @@ class OpenAIModel:
                           cached_tokens=cached)
         return ModelReply(text=text, usage=usage, cut=finish == "length",
                           sampling={**self.sampling, **self.sampling_extra})
+
+    # -- what the server is (servers.py): asked once, the first time anything needs it ------
+
+    @property
+    def default_json_mode(self) -> str:
+        found = self._detected()
+        return found.profile.json_mode if found is not None and found.profile else "object"
+
+    @property
+    def context_tokens(self) -> int | None:
+        found = self._detected()
+        return found.context_tokens if found is not None else None
+
+    @property
+    def server(self) -> dict | None:
+        """What the endpoint was found to be and what that set, for the run's record."""
+        found = self._detected()
+        if found is None:
+            return None
+        profile = found.profile
+        return {"kind": found.kind, "version": found.version,
+                "context_tokens": found.context_tokens,
+                "json_mode": profile.json_mode if profile else None,
+                "extra_body": dict(self.sampling_extra),
+                "schema_as_json_object": self._schema_as_json_object}
+
+    def _detected(self):
+        """The server behind the endpoint, detected on first use and kept; its profile's
+        settings are applied under what the user gave (`extra_body`)."""
+        if not self._detect or self._found is not None:
+            return self._found
+        from .servers import detect
+
+        with self._found_lock:
+            if self._found is None:
+                found = detect(self.base_url, self._api_key)
+                profile = found.profile
+                if profile is not None:
+                    self.sampling_extra = {**profile.extra, **self._extra_given}
+                    self._schema_as_json_object = profile.schema_as_json_object
+                    log.info("%s is %s%s: %s", self.base_url, found.kind,
+                             f" {found.version}" if found.version else "", profile.why)
+                self._found = found
+        return self._found
 
     def _drop_refused(self, status: int, detail: str) -> bool:
         """The endpoint refused a sampling field it names (a reasoning model takes only its

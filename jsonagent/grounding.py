@@ -1,0 +1,142 @@
+"""Answers grounded in what the run saw.
+
+Before a run accepts its final answer, each number in it (in the text, and each numeric
+field of a typed answer) is looked for in what the run saw: the questions, every tool
+result and every answer from the person, read from the run's own history. A number found
+nowhere gets one nudge, as the final call's observation; the model then computes it, or
+calls the final tool again, which confirms it. Small models work figures out in their head
+(a sum of two looked-up figures, a date 100 days ahead), and through a server the 1.5B model
+did so in 2 of the 5 tasks it missed (issue 37).
+
+What counts as seen, so that a right answer is not nudged:
+- any reading of the number (numbers.py: `48k` is 48,000 or 48), to the precision it is
+  written in: `3.14` is seen in 3.14159, `1.5 million` in 1,523,406; a whole number needs
+  the whole number (`400` is not seen in 391);
+- integers from 0 to 10: counts, list positions, "2 of them";
+- one arithmetic step (+, -, x, /) from two numbers seen (for a number written to the
+  unit or finer; a rounded one, `48 thousand`, must round one seen), or from one and a constant
+  (1-10, 12, 24, 60, 100, 1000): a total of two looked-up figures, a percentage, a date a
+  week on. More steps take code, and what code prints is seen. Past MAX_OPERANDS numbers
+  seen, only steps with a constant count, or pairs of so many numbers would cover nearly
+  any figure by chance;
+- a number named in an earlier nudge of the run: the model confirmed it;
+- after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
+  compute, not a judge.
+
+What is not a source: the system prompt and tool descriptions, the model's own replies and
+arguments (code it wrote included: only what the code printed counts), and the final
+tool's own observations (the nudges).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from typing import Any, Iterable, Iterator
+
+from .notes import note
+from .numbers import Mention, in_data, in_text
+from .state import RunState, StepRecord
+from .tools.core import CODE_TOOL
+
+SMALL = 10
+"""Integers up to this are never nudged."""
+CONSTANTS = (*range(1, 11), 12, 24, 60, 100, 1000)
+"""The other operand of a one-step derivation that needs no second number seen."""
+MAX_OPERANDS = 200
+MAX_NUDGES = 2
+SHOWN = 3
+"""Numbers a nudge names; the rest are left out of its words (all are recorded)."""
+_CODE_OUTPUT = ("stdout", "stderr")
+
+
+def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str]) -> dict | None:
+    """The observation for a final call whose answer has numbers nothing in the run shows,
+    or None to accept it. `final` names the final tool, `tools` every tool of the run."""
+    earlier = [s.observation for s in state.steps if s is not record and s.tool == final
+               and isinstance(s.observation, dict) and "unconfirmed" in s.observation]
+    if len(earlier) >= MAX_NUDGES:
+        return None
+    confirmed = {v for obs in earlier for text in obs["unconfirmed"]
+                 for m in in_text(str(text)) for v in m.values}
+    seen: Seen | None = None
+    unseen: dict[str, Mention] = {}
+    for mention in answer_numbers(record.args):
+        if _small(mention) or confirmed.intersection(mention.values) or mention.text in unseen:
+            continue
+        seen = seen or Seen(v for m in sources(state, final) for v in m.values)
+        if not seen.shows(mention):
+            unseen[mention.text] = mention
+    if not unseen:
+        return None
+    names = list(unseen)
+    shown = names[:SHOWN]
+    shown = (", ".join(shown[:-1]) + " and " if len(shown) > 1 else "") + shown[-1] + \
+        (" (and more)" if len(names) > SHOWN else "")
+    key = "answer_unseen" if CODE_TOOL in tools else "answer_unseen_no_code"
+    text = note(key, numbers=shown, it="it" if len(names) == 1 else "them", final=final,
+                code=CODE_TOOL)
+    return {"error": text, "unconfirmed": names}
+
+
+def answer_numbers(args: dict[str, Any]) -> Iterator[Mention]:
+    """The numbers of a final call's arguments: its text and its numeric fields."""
+    for value in args.values():
+        yield from in_data(value, keys=False)
+
+
+def sources(state: RunState, final: str) -> Iterator[Mention]:
+    """The numbers the run saw, from its history: the user's messages (the questions of
+    this run and the session's earlier ones) and every observation but the final tool's."""
+    for message in state.messages:
+        if message.role == "user":
+            yield from in_text(message.content)
+        elif message.role == "observation":
+            try:
+                body = json.loads(message.content)
+            except ValueError:
+                yield from in_text(message.content)
+                continue
+            if not isinstance(body, dict) or body.get("tool_name") == final:
+                continue
+            response = body.get("response")
+            if body.get("tool_name") == CODE_TOOL and isinstance(response, dict):
+                response = [response.get(k) for k in _CODE_OUTPUT]  # what it printed
+            yield from in_data(response)
+
+
+class Seen:
+    """The values seen, sorted, and what one arithmetic step makes of them."""
+
+    def __init__(self, values: Iterable[float]):
+        self.values = sorted({abs(v) for v in values} | set(CONSTANTS))
+        few = len(self.values) <= MAX_OPERANDS + len(CONSTANTS)
+        self.left = [v for v in self.values if v] if few else list(CONSTANTS)
+
+    def shows(self, mention: Mention) -> bool:
+        return any(self._shows(x, p / 2 * (1 + 1e-9) + 1e-9 * x, p <= 1)
+                   for x, p in mention.readings)
+
+    def _shows(self, x: float, tol: float, derived: bool) -> bool:
+        if self._any(x - tol, x + tol):
+            return True
+        if not derived:  # a rounded figure (48 thousand) is one seen, rounded: with its
+            return False  # wide margin, a step from anything would match by chance
+        for a in self.left:
+            ranges = [(x - a - tol, x - a + tol), (a - x - tol, a - x + tol),  # a + b, a - b
+                      (a + x - tol, a + x + tol),  # b - a
+                      ((x - tol) / a, (x + tol) / a),  # a * b
+                      (a * (x - tol), a * (x + tol))]  # b / a
+            if x > tol:
+                ranges.append((a / (x + tol), a / (x - tol)))  # a / b
+            if any(self._any(lo, hi) for lo, hi in ranges if hi > 0):
+                return True
+        return False
+
+    def _any(self, lo: float, hi: float) -> bool:
+        at = bisect_left(self.values, lo)
+        return at < len(self.values) and self.values[at] <= hi
+
+
+def _small(mention: Mention) -> bool:
+    return any(v <= SMALL and float(v).is_integer() for v in mention.values)

@@ -1,0 +1,158 @@
+"""Which OpenAI-compatible server answers at an endpoint, and the settings that suit it.
+
+Asked once, when a model first needs to know (see OpenAIModel.server), from what the server
+says of itself:
+
+| server                      | told by                                  | context window from        |
+|-----------------------------|------------------------------------------|----------------------------|
+| llama.cpp (llama-server)    | /v1/models `owned_by: "llamacpp"`, /props | /props n_ctx              |
+| llama-cpp-python's server   | /v1/models `owned_by: "me"` + `permissions` | (not said)              |
+| Ollama                      | /v1/models `owned_by: "library"` (the model's namespace), else /api/version | (not said) |
+| vLLM                        | /v1/models `owned_by: "vllm"`            | /v1/models max_model_len   |
+| LM Studio                   | /v1/models `owned_by: "organization_owner"` | /api/v0/models loaded_context_length |
+
+Each server's best JSON enforcement and sampling are in PROFILES. Anything else is
+"unknown" and keeps the defaults every endpoint gets. Detection never raises: a server
+that does not answer is unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("jsonagent.models")
+
+TIMEOUT_S = 2.0
+"""Per request: a local server answers these at once; a remote one that hangs costs this."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    json_mode: str = "object"
+    """The response_format to start with (config.JSON_MODES)."""
+    schema_as_json_object: bool = False
+    """Send a schema as `{"type": "json_object", "schema": ...}` (llama-cpp-python's dialect)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Sampling fields outside OpenAI's API, sent with every request."""
+    why: str = ""
+
+
+PROFILES = {
+    # GBNF from the schema, on the server; it keeps the prompt's KV cache between requests
+    # only with cache_prompt (the default since late 2024, not before); repeat_penalty was
+    # 1.1 by default in older builds
+    "llama.cpp": Profile("schema", extra={"cache_prompt": True, "repeat_penalty": 1.0},
+                         why="json_schema grammar; prompt cache on; no repetition penalty"),
+    # its response_format takes only text and json_object (with a schema: a grammar);
+    # repeat_penalty defaults to 1.1
+    "llama-cpp-python": Profile("schema", schema_as_json_object=True,
+                                extra={"repeat_penalty": 1.0},
+                                why="schema as json_object+schema (its dialect); no "
+                                    "repetition penalty"),
+    # format=schema through its OpenAI API since 0.5; its repeat_penalty and num_ctx are
+    # not settable there (a Modelfile or OLLAMA_CONTEXT_LENGTH sets them)
+    "ollama": Profile("schema", why="json_schema (its structured outputs); repeat_penalty "
+                                    "and num_ctx are the Modelfile's"),
+    # guided decoding; a model's generation_config.json may set repetition_penalty
+    # (Qwen2.5's is 1.05), which vLLM applies unless the request says otherwise
+    "vllm": Profile("schema", extra={"repetition_penalty": 1.0},
+                    why="json_schema (guided decoding); no repetition penalty over the "
+                        "model's generation_config"),
+    # refuses json_object outright ('response_format.type' must be 'json_schema' or
+    # 'text'); repeat_penalty defaults to 1.1
+    "lmstudio": Profile("schema", extra={"repeat_penalty": 1.0},
+                        why="json_schema (it refuses json_object); no repetition penalty"),
+}
+
+
+@dataclass(frozen=True)
+class Server:
+    kind: str
+    """A PROFILES key, or "unknown"."""
+    version: str | None = None
+    context_tokens: int | None = None
+
+    @property
+    def profile(self) -> Profile | None:
+        return PROFILES.get(self.kind)
+
+
+def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S) -> Server:
+    """Ask the endpoint what it is: its /v1/models, then what that points to."""
+    import httpx
+
+    root = base_url.rstrip("/")
+    root = root[:-3] if root.endswith("/v1") else root
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with httpx.Client(timeout=timeout, headers=headers) as client:
+            return _detect(lambda path: _get(client, path), base_url.rstrip("/"), root)
+    except httpx.TransportError as exc:  # nobody there (yet): the requests will say so
+        log.debug("no server detected at %s: %s", base_url, exc)
+        return Server("unknown")
+
+
+def _detect(get, base: str, root: str) -> Server:
+    models = get(f"{base}/models")
+    entries = models.get("data") if isinstance(models, dict) else None
+    first = entries[0] if isinstance(entries, list) and entries and \
+        isinstance(entries[0], dict) else {}
+    owner = first.get("owned_by")
+    if owner == "llamacpp":
+        return _llama_cpp(get(f"{root}/props"))
+    if owner == "vllm":
+        return Server("vllm", context_tokens=_int(first.get("max_model_len")))
+    if owner == "organization_owner":
+        return _lmstudio(get(f"{root}/api/v0/models"), first.get("id"))
+    if owner == "me" and "permissions" in first:
+        return Server("llama-cpp-python")
+    if owner == "library":
+        return Server("ollama", version=_version(get(f"{root}/api/version")))
+    # a namespaced Ollama model (owned_by "someone"), or a llama.cpp older than owned_by
+    version = _version(get(f"{root}/api/version"))
+    if version is not None:
+        return Server("ollama", version=version)
+    props = get(f"{root}/props")
+    if isinstance(props, dict) and "default_generation_settings" in props:
+        return _llama_cpp(props)
+    return Server("unknown")
+
+
+def _llama_cpp(props: Any) -> Server:
+    props = props if isinstance(props, dict) else {}
+    settings = props.get("default_generation_settings") or {}
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    build = props.get("build_info")
+    return Server("llama.cpp", version=build if isinstance(build, str) else None,
+                  context_tokens=_int(n_ctx))
+
+
+def _lmstudio(listing: Any, model_id: Any) -> Server:
+    """/api/v0/models lists every model; the loaded one's window is its context."""
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == model_id:
+            return Server("lmstudio", context_tokens=_int(entry.get("loaded_context_length")))
+    return Server("lmstudio")
+
+
+def _get(client, url: str) -> Any:
+    """The JSON at `url`, or None for any answer that is not a 200 with JSON."""
+    response = client.get(url)
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _version(answer: Any) -> str | None:
+    version = answer.get("version") if isinstance(answer, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -1,0 +1,165 @@
+"""The grounding check: each number of a final answer is looked for in what the run saw
+(grounding.py, numbers.py); one found nowhere gets one nudge, and a confirmation is taken."""
+
+import json
+
+from jsonagent import Agent, AgentConfig, tool
+from jsonagent.grounding import nudge
+from jsonagent.numbers import in_text
+from jsonagent.state import Message, RunState, StepRecord
+from jsonagent.testing import ScriptedModel, step
+
+FINAL = "TaskCompleteTool"
+TOOLS = ["CodeInterpreterTool", "TaskCompleteTool"]
+
+
+def state(question: str, *observations: tuple[str, object]) -> RunState:
+    """A run that asked `question` and saw these (tool, response) observations."""
+    messages = [Message(role="system", content="You may call at most 50 tools."),
+                Message(role="user", content=question)]
+    for name, response in observations:
+        messages += [Message(role="assistant", content=json.dumps({"tool_name": name})),
+                     Message(role="observation",
+                             content=json.dumps({"tool_name": name, "response": response}))]
+    return RunState(run_id="r", session_id="s", question=question, messages=messages,
+                    json_mode="object")
+
+
+def check(s: RunState, answer: dict) -> dict | None:
+    record = StepRecord(index=len(s.steps) + 1, thought="", tool=FINAL, args=answer)
+    s.steps.append(record)
+    return nudge(s, record, FINAL, TOOLS)
+
+
+def unseen(s: RunState, text: str) -> list[str]:
+    found = check(s, {"output": text})
+    return found["unconfirmed"] if found else []
+
+
+def test_numbers_are_read_in_digits_and_words():
+    read = {m.text: m.values for m in in_text(
+        "48,213 and forty-eight thousand two hundred and thirteen, 3.5%, 1.5 million, 2,000.75")}
+    assert read["48,213"] == (48213.0,)
+    assert read["forty-eight thousand two hundred and thirteen"] == (48213.0,)
+    assert read["3.5%"] == (3.5, 0.035)
+    assert read["1.5 million"] == (1500000.0,)
+    assert read["2,000.75"] == (2000.75,)
+
+
+def test_a_number_no_tool_showed_is_nudged_with_its_text():
+    s = state("What did the two orders total?", ("get_order", {"id": 7, "amount": 31250}),
+              ("get_order", {"id": 9, "amount": 16963}))
+    found = check(s, {"output": "They total 48,214."})
+    assert found["unconfirmed"] == ["48,214"]
+    assert found["error"] == ("Your answer contains 48,214, which no tool result or answer "
+                              "shows. Compute it with CodeInterpreterTool, or call "
+                              "TaskCompleteTool again to confirm.")
+
+
+def test_one_arithmetic_step_from_what_was_seen_is_not_nudged():
+    s = state("What did the two orders total?", ("get_order", {"amount": 31250}),
+              ("get_order", {"amount": "16,963"}))
+    assert unseen(s, "They total 48,213.") == []          # a sum of two figures seen
+    assert unseen(s, "The difference is 14287.") == []    # a difference
+    assert unseen(s, "Twice the first is 62500.") == []   # with a constant
+    assert unseen(s, "About 65% of it was the first.") == []  # a ratio, as a percentage
+    assert unseen(s, "They total 48,313.") == ["48,313"]   # a sum gone wrong
+
+
+def test_numbers_in_words_are_matched_both_ways():
+    s = state("How many seats?", ("get_hall", {"seats": "forty-eight thousand two hundred thirteen"}))
+    assert unseen(s, "The hall has 48,213 seats.") == []
+    s = state("How many seats?", ("get_hall", {"seats": 48213}))
+    assert unseen(s, "It has forty-eight thousand two hundred and thirteen seats.") == []
+    assert unseen(s, "It has forty-nine thousand seats.") == ["forty-nine thousand"]
+
+
+def test_thousands_separators_and_decimals_are_matched_to_the_precision_written():
+    s = state("Rate?", ("get_rate", {"rate": 3.14159, "population": 1523406}))
+    assert unseen(s, "The rate is 3.14, for 1.5 million people (1,523,406).") == []
+    assert unseen(s, "The rate is 3.15.") == ["3.15"]
+    assert unseen(s, "The rate is 3.1416.") == []
+    assert unseen(s, "Some 1,600,000 people.") == ["1,600,000"]  # a whole number is exact
+
+
+def test_small_integers_the_question_and_the_clock_are_seen():
+    s = state("Split 1,200 euros among 3 people; what does each get?")
+    assert unseen(s, "Each of the 3 gets 400 euros of the 1,200.") == []  # 1,200 / 3
+    s = state("What year is it?", ("GetTimeTools", {"now": "2025-03-14T10:22:05+00:00"}))
+    assert unseen(s, "It is 2025; today is March 14, at 10:22.") == []
+    assert unseen(s, "A week on is March 21.") == []  # 14 + 7: one step
+    assert unseen(s, "It is day 173 of the year.") == ["173"]  # worked out in the head
+
+
+def test_a_number_a_code_cell_printed_counts_and_its_source_code_does_not():
+    s = state("What is 17 to the 5th?", ("CodeInterpreterTool",
+                                         {"stdout": "1419857\n", "exit_code": 0}))
+    assert unseen(s, "17**5 is 1,419,857.") == []
+    s = state("What is 17 to the 5th?", ("CodeInterpreterTool",
+                                         {"ran": "x = 1419857", "stdout": "", "exit_code": 0}))
+    assert unseen(s, "It is 1419857.") == ["1419857"]
+
+
+def test_the_persons_answer_counts():
+    s = state("Book a table", ("AskHumanHelpTool", "We are twelve, and the budget is 640."))
+    assert unseen(s, "A table for 12 within the 640 budget.") == []
+
+
+def test_a_typed_answers_numeric_fields_are_checked():
+    s = state("Which city, and how many people?", ("lookup", {"city": "Oslo", "people": 709037}))
+    assert check(s, {"city": "Oslo", "population": 709037}) is None
+    found = check(s, {"city": "Oslo", "population": 710000, "note": "about 7.1e5"})
+    assert found["unconfirmed"] == ["710,000"]  # an integer field is exact; the note's 7.1e5 rounds
+
+
+def test_a_confirmed_answer_is_accepted_and_only_new_numbers_are_nudged():
+    s = state("Total?", ("get_order", {"amount": 31250}))
+    first = check(s, {"output": "It is 48,213."})
+    s.steps[-1].observation, s.steps[-1].error = first, True
+    assert check(s, {"output": "It is 48,213."}) is None          # called again: confirmed
+    assert unseen(s, "It is 48,213, or 50,001.") == ["50,001"]    # a new one has its nudge
+
+
+def test_the_nudges_of_a_run_are_capped():
+    s = state("Total?")
+    for n in (111, 222):
+        found = check(s, {"output": f"It is {n}."})
+        s.steps[-1].observation, s.steps[-1].error = found, True
+    assert check(s, {"output": "It is 333."}) is None
+
+
+def test_a_run_is_nudged_once_then_takes_the_confirmed_answer():
+    @tool
+    def order_total(order: str) -> dict:
+        """The total of an order."""
+        return {"order": order, "total": 31250}
+
+    answer = step(FINAL, {"output": "The two orders total 48,213."})
+    model = ScriptedModel([step("order_total", {"order": "A"}), answer, answer])
+    result = Agent(model=model, tools=[order_total],
+                   config=AgentConfig(check_answers=True)).run("What do orders A and B total?")
+    assert result.status == "completed" and result.answer == "The two orders total 48,213."
+    assert result.stats.answer_nudges == 1 and len(result.steps) == 3
+    nudged = json.loads(model.requests[2]["messages"][-1]["content"])
+    assert nudged["tool_name"] == FINAL
+    assert "48,213, which no tool result or answer shows" in nudged["response"]["error"]
+
+
+def test_a_scripted_model_is_not_checked_unless_asked():
+    model = ScriptedModel([step(FINAL, {"output": "48,213"})])
+    agent = Agent(model=model)
+    assert agent.config.check_answers is False
+    assert agent.run("x").stats.answer_nudges == 0
+
+
+def test_check_answers_is_a_cli_option(tmp_path):
+    from test_cli import cli, script
+
+    answer = step(FINAL, {"output": "48,213"})
+    model = script(tmp_path, answer, answer)
+    env = {"JSONAGENT_HOME": str(tmp_path)}
+    checked = cli("run", "Total?", "--model", model, "--check-answers", "--output", "json",
+                  "--no-store", env=env)
+    assert json.loads(checked.stdout)["stats"]["answer_nudges"] == 1, checked.stderr
+    unchecked = cli("run", "Total?", "--model", model, "--output", "json", "--no-store", env=env)
+    assert json.loads(unchecked.stdout)["stats"]["answer_nudges"] == 0, unchecked.stderr

@@ -1,0 +1,165 @@
+"""Which OpenAI-compatible server is behind an endpoint (models/servers.py), from recorded
+/v1/models, /props and friends served on 127.0.0.1, and the settings each one gets."""
+
+import json
+
+import pytest
+
+from jsonagent import Agent, AgentConfig
+from jsonagent.models.openai import OpenAIModel
+from jsonagent.models.servers import detect
+from jsonagent.testing import step
+
+from http_fakes import FakeAPI
+from openai_stub import completion, streamed
+
+DONE = json.dumps(step("TaskCompleteTool", {"output": "4"}, "done"))
+
+# What each server answered (trimmed to the fields detection reads, and a few beside them)
+LLAMA_CPP = {
+    "/v1/models": {"object": "list", "data": [{
+        "id": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "object": "model", "created": 1735689600,
+        "owned_by": "llamacpp", "meta": {"vocab_type": 2, "n_vocab": 151936, "n_ctx_train": 32768,
+                                         "n_embd": 1536, "n_params": 1543714304}}],
+        "models": [{"name": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "type": "model"}]},
+    "/props": {"default_generation_settings": {"n_ctx": 8192, "params": {"temperature": 0.8}},
+               "total_slots": 1, "model_path": "/models/qwen.gguf", "build_info": "b5091-6a11a9c7",
+               "chat_template": "{% for message in messages %}...", "modalities": {"vision": False}},
+}
+LLAMA_CPP_PYTHON = {
+    "/v1/models": {"object": "list", "data": [{"id": "/models/qwen.gguf", "object": "model",
+                                               "owned_by": "me", "permissions": []}]},
+}
+OLLAMA = {
+    "/v1/models": {"object": "list", "data": [{"id": "qwen2.5-coder:1.5b", "object": "model",
+                                               "created": 1733500000, "owned_by": "library"}]},
+    "/api/version": {"version": "0.5.7"},
+}
+OLLAMA_NAMESPACED = {
+    "/v1/models": {"object": "list", "data": [{"id": "bartowski/qwen2.5-coder:q4", "object": "model",
+                                               "created": 1733500000, "owned_by": "bartowski"}]},
+    "/api/version": {"version": "0.6.2"},
+}
+VLLM = {
+    "/v1/models": {"object": "list", "data": [{
+        "id": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "object": "model", "created": 1735689600,
+        "owned_by": "vllm", "root": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "parent": None,
+        "max_model_len": 32768, "permission": [{"id": "modelperm-1", "object": "model_permission"}]}]},
+}
+LM_STUDIO = {
+    "/v1/models": {"data": [{"id": "qwen2.5-coder-1.5b-instruct", "object": "model",
+                             "owned_by": "organization_owner"},
+                            {"id": "text-embedding-nomic-embed-text-v1.5", "object": "model",
+                             "owned_by": "organization_owner"}], "object": "list"},
+    "/api/v0/models": {"object": "list", "data": [
+        {"id": "qwen2.5-coder-1.5b-instruct", "object": "model", "type": "llm",
+         "publisher": "lmstudio-community", "arch": "qwen2", "compatibility_type": "gguf",
+         "quantization": "Q4_K_M", "state": "loaded", "max_context_length": 32768,
+         "loaded_context_length": 4096}]},
+}
+SOMEONE_ELSE = {
+    "/v1/models": {"object": "list", "data": [{"id": "deepseek-chat", "object": "model",
+                                               "owned_by": "deepseek"}]},
+}
+
+
+def serve(recorded: dict, chat=None) -> FakeAPI:
+    routes = {path: (lambda req, body=body: (200, body)) for path, body in recorded.items()}
+    if chat is not None:
+        routes["/v1/chat/completions"] = chat
+    return FakeAPI(routes)
+
+
+@pytest.mark.parametrize("recorded,kind,version,context", [
+    (LLAMA_CPP, "llama.cpp", "b5091-6a11a9c7", 8192),
+    (LLAMA_CPP_PYTHON, "llama-cpp-python", None, None),
+    (OLLAMA, "ollama", "0.5.7", None),
+    (OLLAMA_NAMESPACED, "ollama", "0.6.2", None),
+    (VLLM, "vllm", None, 32768),
+    (LM_STUDIO, "lmstudio", None, 4096),
+    (SOMEONE_ELSE, "unknown", None, None),
+    ({"/props": LLAMA_CPP["/props"]}, "llama.cpp", "b5091-6a11a9c7", 8192),  # before owned_by
+    ({}, "unknown", None, None),  # 404 everywhere
+], ids=["llama.cpp", "llama-cpp-python", "ollama", "ollama-namespaced", "vllm", "lmstudio",
+        "unknown", "llama.cpp-old", "nothing"])
+def test_each_server_is_told_by_its_own_answers(recorded, kind, version, context):
+    with serve(recorded) as api:
+        found = detect(api.url + "/v1", "sk-test")
+    assert (found.kind, found.version, found.context_tokens) == (kind, version, context)
+    assert all(r.headers.get("authorization") == "Bearer sk-test" for r in api.requests)
+
+
+def test_nobody_there_is_unknown_and_quick():
+    found = detect("http://127.0.0.1:9/v1")
+    assert found.kind == "unknown" and found.profile is None
+
+
+def chat(req):
+    """A whole reply, or the same one as server-sent events when it is streamed."""
+    if not req.body.get("stream"):
+        return 200, completion(DONE)
+    events = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([DONE])) + "data: [DONE]\n\n"
+    return 200, events, {"content-type": "text/event-stream"}
+
+
+def run(recorded, config=None, **kw):
+    """One run through an OpenAIModel at a fake server; the chat requests it sent, its events."""
+    events = []
+    with serve(recorded, chat=chat) as api:
+        model = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test", **kw)
+        assert api.requests == []  # nothing is asked before the model is used
+        result = Agent(model=model, config=config, on_event=events.append).run("x")
+    assert result.status == "completed"
+    chats = [r.body for r in api.requests if r.path == "/v1/chat/completions"]
+    gets = [r.path for r in api.requests if r.method == "GET"]
+    return chats, events, gets
+
+
+@pytest.mark.parametrize("recorded,extra,format_type", [
+    (LLAMA_CPP, {"cache_prompt": True, "repeat_penalty": 1.0}, "json_schema"),
+    (LLAMA_CPP_PYTHON, {"repeat_penalty": 1.0}, "json_object"),
+    (OLLAMA, {}, "json_schema"),
+    (VLLM, {"repetition_penalty": 1.0}, "json_schema"),
+    (LM_STUDIO, {"repeat_penalty": 1.0}, "json_schema"),
+], ids=["llama.cpp", "llama-cpp-python", "ollama", "vllm", "lmstudio"])
+def test_each_server_gets_its_best_json_mode_and_sampling(recorded, extra, format_type):
+    chats, events, _ = run(recorded)
+    body = chats[0]
+    assert {k: body[k] for k in ("cache_prompt", "repeat_penalty", "repetition_penalty")
+            if k in body} == extra
+    assert body["response_format"]["type"] == format_type
+    if format_type == "json_object":  # llama-cpp-python's dialect: the schema beside the type
+        assert body["response_format"]["schema"]["type"] == "object"
+    start = next(e for e in events if e.type == "run_start")
+    assert start.json_mode == "schema" and start.server["extra_body"] == extra
+
+
+def test_the_run_records_what_was_detected():
+    _, events, gets = run(LLAMA_CPP)
+    start = next(e for e in events if e.type == "run_start")
+    assert start.server["kind"] == "llama.cpp" and start.server["version"] == "b5091-6a11a9c7"
+    assert start.server["context_tokens"] == 8192
+    assert gets == ["/v1/models", "/props"]  # once, for the whole life of the model
+
+
+def test_what_the_user_set_wins_over_what_detection_sets():
+    chats, events, _ = run(LLAMA_CPP, config=AgentConfig(json_mode="object"),
+                           extra_body={"repeat_penalty": 1.3, "top_k": 1})
+    assert chats[0]["response_format"] == {"type": "json_object"}
+    assert chats[0]["repeat_penalty"] == 1.3 and chats[0]["top_k"] == 1
+    assert chats[0]["cache_prompt"] is True
+
+
+def test_an_unknown_server_keeps_every_endpoints_defaults():
+    chats, events, _ = run(SOMEONE_ELSE)
+    assert chats[0]["response_format"] == {"type": "json_object"}
+    assert chats[0]["repeat_penalty"] == chats[0]["repetition_penalty"] == 1.0
+    start = next(e for e in events if e.type == "run_start")
+    assert start.server["kind"] == "unknown"
+
+
+def test_detection_can_be_turned_off_and_openai_is_never_asked():
+    chats, events, gets = run(LLAMA_CPP, detect=False)
+    assert gets == [] and "cache_prompt" not in chats[0]
+    assert next(e for e in events if e.type == "run_start").server is None
+    assert OpenAIModel("gpt-4o-mini", api_key="sk-test").server is None

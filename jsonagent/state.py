@@ -71,6 +71,8 @@ class StepRecord:
     repairs: list[str] = field(default_factory=list)
     model_s: float = 0.0
     """Time spent waiting for the model, re-asks included."""
+    model: str | None = None
+    """The model that wrote the step, when one of several could have (a fallback model)."""
     tool_s: float = 0.0
 
 
@@ -80,6 +82,8 @@ class Stats(BaseModel):
     repairs: int = 0
     reasks: int = 0
     invalid_replies: int = 0
+    retries: int = 0
+    """Model requests sent again after a failure that waiting may cure."""
 
 
 class Pending(BaseModel):

@@ -16,6 +16,7 @@ from .deps import RunDeps
 from .errors import ConfigError, SpecError
 from .hooks import Hooks
 from .models import Model, capabilities, resolve_model
+from .models.fallback import fallback
 from .prompt import prompt_style
 from .tools.toolset import Toolset, ToolLike
 
@@ -43,12 +44,15 @@ class Agent:
     and the run pauses with status needs_human until `resume` is called. Runs are stored
     when a `store` is given or a run names a `session`.
 
+    `model` may be a list: the first answers, and the next takes a request over when the first
+    fails in a way retrying does not cure (see models/fallback.py; `config.retry` says how).
+
     `deltas=True` streams every run's replies: `on_event` then also gets the live delta
     events (`events.ThoughtDelta`, `ToolNameKnown`, `ArgsDelta`) as the model writes; `iter`
     and `aiter` take `deltas=` per run.
     """
 
-    def __init__(self, model: Model | str | None = None, tools: ToolLike = None, *,
+    def __init__(self, model: Model | str | list[Model | str] | None = None, tools: ToolLike = None, *,
                  ask_human: AskHuman | None = None, approve: Approve | None = None,
                  hooks: list[Any] | None = None, store: Store | str | Path | None = None,
                  max_steps: int | None = None, output_type: type | None = None,
@@ -56,12 +60,16 @@ class Agent:
                  on_event: Callable[[Any], None] | None = None, deltas: bool = False,
                  sandbox_factory: Callable[[], Any] | None = None,
                  origin: dict[str, Any] | None = None):
-        model = model if model is not None and not isinstance(model, str) \
-            else resolve_model(model, reply_tokens=config.reply_tokens if config else None)
-        caps = capabilities(model)
         # the defaults need no validating, and validating is what makes pydantic scan every
         # installed package for plugins (~25 ms): the usual Agent() builds no validator
         config = (config or AgentConfig.model_construct()).model_copy()
+        models = list(model) if isinstance(model, (list, tuple)) else [model]
+        # several models are one (models/fallback.py), and so is one reached over the network:
+        # it retries what waiting may cure
+        model = fallback([m if m is not None and not isinstance(m, str)
+                          else resolve_model(m, reply_tokens=config.reply_tokens) for m in models],
+                         config.retry)
+        caps = capabilities(model)
         if max_steps is not None:
             config.max_steps = max_steps
         if config.observation_role is None:

@@ -12,6 +12,26 @@ REPLY_TOKENS = 1024
 """The most tokens a reply may have, unless set: sent with every request as its cap."""
 
 
+class RetryConfig(BaseModel):
+    """When a failed model request is sent again, and when the next model takes it over
+    (models/fallback.py)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
+
+    retries: int = Field(3, ge=0)
+    """Tries again of one request that was rate limited, overloaded or timed out, before the
+    next model takes it (or, on the last model, the run fails)."""
+    budget: int = Field(10, ge=0)
+    """Tries again in all, per run: once spent, such a failure goes to the next model at once."""
+    backoff_s: float = Field(1.0, ge=0)
+    """The first wait; each next one doubles, with jitter. An endpoint's Retry-After replaces it."""
+    max_wait_s: float = Field(30.0, ge=0)
+    """The longest wait, Retry-After included: a longer one is cut to this."""
+    fallback_on_invalid: int | None = Field(None, ge=1)
+    """Replies in a row that could not be repaired before the next model takes over; None:
+    invalid replies never change the model."""
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
@@ -67,3 +87,5 @@ class AgentConfig(BaseModel):
     for a model whose replies are written ahead (a script cannot answer a nudge)."""
     confirm: list[str] = []
     """Tools whose every call waits for a person's approval, beside those whose spec says so."""
+    retry: RetryConfig = Field(default_factory=RetryConfig.model_construct)  # no validator built
+    """Retries of failed model requests, and fallback to the next model (`Agent(model=[...])`)."""

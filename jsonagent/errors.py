@@ -20,6 +20,8 @@
         │   └── BadRequest               any other 4xx
         │       ├── ResponseFormatRejected   the endpoint refused our response_format
         │       └── ToolCallsRejected        the endpoint refused the native tool-call form
+        ├── TryAgain              a model asks for the same request again, after a wait or
+        │                         from the next model (models/fallback.py; request.py obliges)
         ├── ToolError             raised by a tool to send a clean message back to the model
         ├── HookError             a hook raised: the run ends failed, naming the hook
         ├── SessionBusy           the session has a run going, queued or waiting for a person
@@ -124,6 +126,25 @@ class ResponseFormatRejected(BadRequest):
 class ToolCallsRejected(BadRequest):
     """The endpoint refused steps as `tool_calls` and results as `tool` messages: the loop
     steps the run down to plain messages, as it steps down a refused JSON mode."""
+
+
+class TryAgain(RunError):
+    """The model asks for the same request again: after `wait_s` seconds (a retry), or at once
+    rebuilt for `fallback`, the model that takes it over (models/fallback.py). The request
+    (request.py) says so in the event stream, waits on the run's cancel token and sends it
+    again, so that a cancel ends a backoff at once. `str()` is why, for a person."""
+
+    def __init__(self, message: str, *, cause: ModelError | None = None, wait_s: float = 0.0,
+                 retry: int = 0, model: str | None = None, fallback: str | None = None):
+        super().__init__(message)
+        self.cause, self.wait_s, self.retry = cause, wait_s, retry
+        self.model, self.fallback = model, fallback
+        """`model` failed; `fallback` answers from now on (None: `model` is tried again)."""
+
+    @property
+    def kind(self) -> str:
+        """The failure's kind (see MODEL_ERROR_KINDS), or invalid_replies."""
+        return self.cause.kind if self.cause is not None else "invalid_replies"
 
 
 class ToolError(RunError):

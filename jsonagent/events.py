@@ -114,6 +114,9 @@ class ModelCall(Event):
     sampling: dict[str, Any] | None = None
     """The sampling settings the request carried, as the backend sent them (None: the
     backend does not say, or a transcript written before they were recorded)."""
+    model: str | None = None
+    """The model that answered, when one of several could have (a fallback model); None:
+    the run's model."""
 
 
 @_slotted
@@ -123,6 +126,45 @@ class Reask(Event):
     attempt: int
     stage: str
     problem: str
+
+
+@_slotted
+class ModelRetry(Event):
+    """A model request failed for now and goes again after `wait_s` (a rate limit, an
+    overload, a timeout), or at once once the context is summarised (a window exceeded)."""
+
+    type: Literal["model_retry"] = "model_retry"
+    step: int
+    attempt: int
+    kind: str
+    """How it failed (errors.MODEL_ERROR_KINDS)."""
+    model: str
+    wait_s: float
+    error: str
+    """The failure, as the endpoint said it."""
+    said: str
+    """What a person is told: "rate limited, retrying in 4 s"."""
+    restart: bool = False
+    """Part of the reply had been shown as it was written (its deltas): that is void, and
+    the reply is written again from its start."""
+
+
+@_slotted
+class ModelFallback(Event):
+    """The next model of a fallback list takes the request over; it answers from now on."""
+
+    type: Literal["model_fallback"] = "model_fallback"
+    step: int
+    attempt: int
+    kind: str
+    """Why: a kind of model failure, or invalid_replies (fallback_on_invalid)."""
+    model: str
+    """The model that failed."""
+    fallback: str
+    """The model that takes over."""
+    error: str
+    restart: bool = False
+    """As in ModelRetry: what was shown of the reply is void."""
 
 
 @_slotted
@@ -263,7 +305,8 @@ DELTAS = {"thought": ThoughtDelta, "tool": ToolNameKnown, "args": ArgsDelta}
 """The event of each kind of delta the partial reader (partial.py) finds."""
 
 
-AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, Reask, JsonModeChange, StepTaken,
+AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, ModelRetry, ModelFallback, Reask,
+                           JsonModeChange, StepTaken,
                            Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
                      Field(discriminator="type")]
 

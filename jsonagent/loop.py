@@ -100,7 +100,7 @@ class Loop:
             step = parsed.step
             s.steps.append(StepRecord(index=index, thought=step.thought, tool=step.tool_name,
                                       args=step.args_list, repairs=parsed.repairs,
-                                      model_s=time.perf_counter() - t0))
+                                      model_s=time.perf_counter() - t0, model=self._answered))
             s.messages.append(Message(role="assistant", content=step.to_json()))
             self._reply_note = parsed.note  # what the model's reply made us ignore
             yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
@@ -122,6 +122,7 @@ class Loop:
             if parsed.repairs:
                 self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
+                self._answered = reply.model  # which model wrote it, when several could have
                 return parsed
             self.s.stats.invalid_replies += 1
             if attempt < self.config.max_reasks:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 from . import events as ev
 from .config import AgentConfig
-from .errors import RunError
+from .errors import RunError, TryAgain
 from .models import Capabilities, Model, capabilities
 from .usage import Usage
 from .notes import note
@@ -51,6 +51,8 @@ CHARS_PER_TOKEN_FLOOR = 3
 """Characters per token assumed when cutting observations: few tokenizers do worse on text."""
 ESTIMATE_MARGIN = 1.1
 """An estimate is kept this far clear of the budget."""
+OVERFLOW_SHARE = 0.8
+"""After a request overflowed the model's window, the budget is this share of that request."""
 FIRST_GUESS = 0.3
 """Tokens per character before the endpoint has reported any."""
 
@@ -161,6 +163,21 @@ class Memory:
                            "--max-context-tokens or use a model with a larger context")
         return view
 
+    def overflowed(self, state: RunState, extra: list[Message], step: int) -> Iterator[ev.Event]:
+        """The model said the request was over its window, which is then smaller than what
+        was counted (or unknown): the budget falls below this request, and the context is
+        compacted under it, as before any request over budget."""
+        need = self.count(state, self.view(state, extra))
+        was = self.budget, self.counting
+        self.budget = min(self.budget or need, int(need * OVERFLOW_SHARE))
+        self.counting = self.counting or ("exact" if self.exact else "estimate")
+        compacted = False
+        for event in self._compact(state, extra, step, need):
+            compacted = compacted or isinstance(event, ev.ContextChange)
+            yield event
+        if not compacted:  # nothing older to condense: the same request goes again as it is
+            self.budget, self.counting = was
+
     def _compact(self, state: RunState, extra: list[Message], step: int,
                  before: int) -> Iterator[ev.Event]:
         m = state.memory
@@ -217,6 +234,8 @@ class Memory:
             usage, summary = reply.usage, reply.text.strip()
             if not summary:
                 summary, failure = None, "the summary came back empty"
+        except TryAgain:  # the request asks for it again (request.py), summary included
+            raise
         except Exception as exc:  # a failed summary costs old turns, never the run
             failure = f"{type(exc).__name__}: {exc}"
             log.warning("summary failed (%s); dropping old turns", failure)

@@ -2,8 +2,11 @@
 in the run's prompt style, sent, and the reply with its ModelCall event.
 
 An endpoint's refusals change the run and the request is sent again: a refused JSON mode
-steps down to the next weaker one, a refused tool-call form to plain messages. The events
-it yields are the run's, numbered by the loop; live deltas are not numbered.
+steps down to the next weaker one, a refused tool-call form to plain messages. A request over
+the model's window is summarised by the memory and sent again, once. A model that asks for
+the request again (`errors.TryAgain`: a retry, or a fallback model's next model) gets it, after
+the wait it asked for, rebuilt for what the model that answers declares. The events it
+yields are the run's, numbered by the loop; live deltas are not numbered.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Callable, Iterator
 
 from . import events as ev
 from .cancel import CancelToken
-from .config import JSON_MODES
+from .config import JSON_MODES, AgentConfig
 from .deps import RunDeps
-from .errors import ModelError, ResponseFormatRejected, ToolCallsRejected
+from .errors import (Cancelled, ContextWindowExceeded, ModelError, ResponseFormatRejected,
+                     ToolCallsRejected, TryAgain)
 from .memory import Memory
-from .models import ModelReply, Usage
+from .models import Capabilities, ModelReply, Usage, capabilities
 from .partial import ThoughtCap, ThoughtTooLong, reader_for
 from .state import Message, RunState
 
@@ -32,41 +36,43 @@ are estimated, and the envelope is not asked what it makes of it."""
 class Requester:
     def __init__(self, deps: RunDeps, cancel: CancelToken,
                  watched: Callable[[], bool] | None = None):
-        self.model, self.toolset, self.config = deps.model, deps.toolset, deps.config
-        self.style, self.hooks, self.caps = deps.style, deps.hooks, deps.caps
-        self.cancel = cancel
+        self.model, self.toolset = deps.model, deps.toolset
+        self.style, self.hooks = deps.style, deps.hooks
+        self.cancel, self._watched = cancel, watched
+        self._followed = (deps.config.observation_role == deps.caps.observation_role,
+                          deps.config.tool_calls == deps.caps.tool_calls)
+        """The config's observation role and tool-call form are the model's own: a model
+        that takes over brings its own (see `_declared`)."""
+        self._declared(deps.caps, deps.config)
+
+    def _declared(self, caps: Capabilities, config: AgentConfig) -> None:
+        """What requests are built from: the capabilities of the model that answers."""
+        self.caps, self.config = caps, config
         # slow calls are waited on through the token, so a cancel ends the wait at once
-        self.call = cancel.call_here if deps.caps.stops_on_cancel else cancel.call
-        self.watched = watched if deps.caps.streams else None
+        self.call = self.cancel.call_here if caps.stops_on_cancel else self.cancel.call
+        self.watched = self._watched if caps.streams else None
         """Asked before each model call: is someone watching the reply as it is written?
         Only then is it streamed, and delta events built."""
-        self.memory = Memory(self.model, self.config, self.style, self.call, deps.caps)
+        self.memory = Memory(self.model, config, self.style, self.call, caps)
 
     def ask(self, s: RunState, extra: list[Message], index: int, attempt: int,
             without: str | None = None) -> Iterator[ev.Event]:
         """The events of one model request; returns its reply."""
+        shrunk = False
         while True:
-            fmt = self.style.response_format(s.json_mode, self.toolset,
-                                             self.config.thought_max_chars, without)
-            # memory decides what of the history this request shows, within the budget
-            view = yield from self.memory.fit(s, extra, index)
-            wire = self.style.render(view, self.config.observation_role,
-                                     tool_calls=s.tool_calls)
-            self.hooks.call("before_model", s)
-            t0 = time.perf_counter()
-            cap = self._thought_cap(s)
+            self._shown = False
             try:
-                if self.watched is not None and self.watched():
-                    reply: ModelReply = yield from self._streamed(s, wire, fmt, index, attempt,
-                                                                  cap)
-                elif cap is not None:
-                    reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop,
-                                      on_delta=cap.feed)
-                else:
-                    reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop)
-            except ThoughtTooLong:  # stopped where the thought passed its cap, to be re-asked
-                reply = ModelReply(text=cap.text, cut=True, usage=Usage(
-                    completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
+                reply = yield from self._send(s, extra, index, attempt, without)
+            except TryAgain as again:
+                yield from self._again(s, again, index, attempt)
+                continue
+            except ContextWindowExceeded as exc:
+                if shrunk:  # summarised once already: the model's fallback, or the end
+                    raise
+                shrunk = True  # the memory summarises, and the request goes again, once
+                yield self._retried(s, exc, index, attempt, 0.0, "summarising the context")
+                yield from self.memory.overflowed(s, extra, index)
+                continue
             except ResponseFormatRejected as exc:
                 yield self._step_down(s, str(exc))
                 continue
@@ -76,7 +82,7 @@ class Requester:
                             "as %s messages for the rest of the run", exc,
                             self.config.observation_role)
                 continue
-            self.memory.calibrate(s, wire, reply.usage)
+            self.memory.calibrate(s, self._wire, reply.usage)
             if self.memory.counting and not reply.usage.counting:  # how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             s.stats.model_calls += 1
@@ -85,9 +91,67 @@ class Requester:
             yield ev.ModelCall(step=index, attempt=attempt, raw=reply.text, usage=reply.usage,
                                json_mode=s.json_mode,
                                finish_reason="length" if reply.cut else "stop",
-                               sampling=reply.sampling,
-                               latency_s=round(time.perf_counter() - t0, 4))
+                               sampling=reply.sampling, model=reply.model,
+                               latency_s=round(time.perf_counter() - self._t0, 4))
             return reply
+
+    def _send(self, s: RunState, extra: list[Message], index: int, attempt: int,
+              without: str | None) -> Iterator[ev.Event]:
+        """The request, built from the history and what the model declares, and its reply."""
+        fmt = self.style.response_format(s.json_mode, self.toolset,
+                                         self.config.thought_max_chars, without)
+        # memory decides what of the history this request shows, within the budget
+        view = yield from self.memory.fit(s, extra, index)
+        self._wire = wire = self.style.render(view, self.config.observation_role,
+                                              tool_calls=s.tool_calls)
+        self.hooks.call("before_model", s)
+        self._t0 = time.perf_counter()
+        cap = self._thought_cap(s)
+        try:
+            if self.watched is not None and self.watched():
+                return (yield from self._streamed(s, wire, fmt, index, attempt, cap))
+            if cap is not None:
+                return self.call(self.model.complete, wire, fmt, stop=self.style.stop,
+                                 on_delta=cap.feed)
+            return self.call(self.model.complete, wire, fmt, stop=self.style.stop)
+        except ThoughtTooLong:  # stopped where the thought passed its cap, to be re-asked
+            return ModelReply(text=cap.text, cut=True, usage=Usage(
+                completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
+
+    def _again(self, s: RunState, again: TryAgain, index: int, attempt: int
+               ) -> Iterator[ev.Event]:
+        """The model asked for the request again: say so, wait (a cancel ends the wait at
+        once), and, when another model took it over, build requests for that one."""
+        if again.fallback is None:
+            s.stats.retries += 1
+            yield self._retried(s, again, index, attempt, again.wait_s, str(again))
+        else:
+            yield ev.ModelFallback(step=index, attempt=attempt, kind=again.kind,
+                                   model=again.model or "", fallback=again.fallback,
+                                   error=str(again.cause or again), restart=self._shown)
+            self._took_over(s)
+        if again.wait_s > 0 and self.cancel.wait(again.wait_s):
+            raise Cancelled(self.cancel.reason)
+
+    def _retried(self, s: RunState, exc: Exception, index: int, attempt: int, wait_s: float,
+                 said: str) -> ev.ModelRetry:
+        cause = getattr(exc, "cause", None) or exc
+        return ev.ModelRetry(step=index, attempt=attempt, kind=getattr(exc, "kind", "model_error"),
+                             model=getattr(cause, "model", None) or self.caps.name,
+                             wait_s=round(wait_s, 3), error=str(cause), said=said,
+                             restart=self._shown)
+
+    def _took_over(self, s: RunState) -> None:
+        """Another model answers from now on: its JSON mode, tool-call form, observation
+        role, streaming and context window, unless the config fixed them."""
+        caps = capabilities(self.model)
+        role, form = self._followed
+        config = self.config.model_copy(update={
+            **({"observation_role": caps.observation_role} if role else {}),
+            **({"tool_calls": caps.tool_calls} if form else {})})
+        self._declared(caps, config)
+        s.json_mode = config.json_mode or caps.default_json_mode
+        s.tool_calls = bool(config.tool_calls)
 
     def _thought_cap(self, s: RunState) -> ThoughtCap | None:
         """What stops a thought that runs on, where the model's decoding may not: a server's
@@ -121,6 +185,7 @@ class Requester:
             except StopIteration as done:
                 return done.value
             for kind, value in reader.feed(piece):
+                self._shown = True  # what is shown is void if the request goes again
                 delta = ev.DELTAS[kind](**{"name" if kind == "tool" else "text": value})
                 delta.run_id, delta.session_id, delta.step, delta.attempt = \
                     s.run_id, s.session_id, index, attempt

@@ -201,6 +201,24 @@ class SpanBuilder:
         self._chat(event, event.model, event.usage, event.latency_s, "summary", attrs,
                    error=event.error)
 
+    def _on_model_retry(self, event: ev.ModelRetry, state: Any) -> None:
+        self._mark(event, "jsonagent.model.retry", {
+            "jsonagent.step": event.step, "error.type": event.kind,
+            "gen_ai.request.model": event.model, "jsonagent.retry.wait_s": event.wait_s,
+            "jsonagent.retry.restart": event.restart})
+
+    def _on_model_fallback(self, event: ev.ModelFallback, state: Any) -> None:
+        self._mark(event, "jsonagent.model.fallback", {
+            "jsonagent.step": event.step, "error.type": event.kind,
+            "gen_ai.request.model": event.model, "jsonagent.fallback.model": event.fallback,
+            "jsonagent.retry.restart": event.restart})
+
+    def _mark(self, event: ev.Event, name: str, attrs: dict[str, Any]) -> None:
+        """A retry or a fallback is a moment in the run, not an operation: a span event."""
+        run = self.runs.get(event.run_id)
+        if run is not None:
+            run.span.add_event(name, attrs, timestamp=_ns(event.t))
+
     # -- tool calls ---------------------------------------------------------------------------
 
     def _on_step(self, event: ev.StepTaken, state: Any) -> None:

@@ -71,6 +71,8 @@ class StepRecord:
     repairs: list[str] = field(default_factory=list)
     model_s: float = 0.0
     """Time spent waiting for the model, re-asks included."""
+    model: str | None = None
+    """The model that wrote the step, when one of several could have (a fallback model)."""
     tool_s: float = 0.0
 
 
@@ -82,6 +84,8 @@ class Stats(BaseModel):
     invalid_replies: int = 0
     answer_nudges: int = 0
     """Final answers sent back because they had numbers the run never saw (grounding.py)."""
+    retries: int = 0
+    """Model requests sent again after a failure that waiting may cure."""
 
 
 class Pending(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,9 +21,11 @@ def completion(text: str, prompt_tokens: int = 11, completion_tokens: int = 7, c
 
 
 class Chunks(list):
-    """The chunks of a streamed reply, `delay` seconds apart."""
+    """The chunks of a streamed reply, `delay` seconds apart; with `cut_after`, the
+    connection drops after that many, mid-body, as a proxy or a crashed server leaves it."""
 
     delay = 0.0
+    cut_after: int | None = None
 
 
 def streamed(pieces: list[str], prompt_tokens: int = 11, completion_tokens: int = 7) -> Chunks:
@@ -57,9 +60,16 @@ class OpenAIStub:
                 if isinstance(payload, Chunks):  # a streamed reply: server-sent events
                     self.send_response(status)
                     self.send_header("content-type", "text/event-stream")
+                    if payload.cut_after is not None:  # a body promised longer than it gets
+                        self.send_header("content-length", "1000000")
                     self.end_headers()
                     try:
-                        for chunk in payload:
+                        for i, chunk in enumerate(payload):
+                            if i == payload.cut_after:
+                                self.wfile.flush()
+                                self.connection.shutdown(socket.SHUT_RDWR)
+                                self.close_connection = True
+                                return
                             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                             self.wfile.flush()
                             time.sleep(payload.delay)

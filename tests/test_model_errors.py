@@ -99,8 +99,9 @@ def test_a_run_that_ends_on_a_model_error_names_its_kind():
 def test_the_cli_says_the_kind_and_exits_6_for_now_or_7_for_good(tmp_path):
     for status, message, code, kind in [(401, "Incorrect API key provided", 7, "authentication"),
                                         (503, "overloaded", 6, "unavailable")]:
-        with OpenAIStub([error(status, message)] * 4) as stub:  # the SDK's own retries
+        with OpenAIStub([error(status, message)] * 4) as stub:
             proc = cli("run", "x", "--no-store", "--model", "stub-model", "--base-url", stub.url,
-                       env={"OPENAI_API_KEY": "sk-test"}, timeout=120)
+                       "--retries", "0", env={"OPENAI_API_KEY": "sk-test"}, timeout=120)
+        assert len(stub.requests) == 1  # the SDK's own retries are off, and so are ours here
         assert proc.returncode == code, proc.stderr
         assert f"failed ({kind}):" in proc.stderr and "Traceback" not in proc.stderr

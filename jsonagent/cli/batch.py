@@ -13,12 +13,12 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
-                      JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
-                      McpPrefixOpt, ModelOpt, NoCoreToolsOpt, CheckAnswersOpt, NoKvCacheOpt, OtelOpt,
-                      PromptStyleChoice, PromptStyleOpt, RayAddressOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt,
-                      ToolsOpt, WorkersOpt)
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
+                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt,
+                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
+                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
+                      PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice,
+                      SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -44,6 +44,8 @@ def batch(ctx: typer.Context,
           mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
           no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+          fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+          fallback_on_invalid: FallbackOnInvalidOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

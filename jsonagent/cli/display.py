@@ -133,6 +133,13 @@ class Display:
               f"(budget {event.budget})[/]")
         elif isinstance(event, ev.JsonModeChange):
             p(f"  [yellow]! endpoint refused json mode {event.old}; using {event.new}[/]")
+        elif isinstance(event, ev.ModelRetry):
+            p(f"  [yellow]! {escape(event.model)} {escape(event.said)}[/]"
+              + (" [dim](the reply shown above is void)[/]" if event.restart else ""))
+        elif isinstance(event, ev.ModelFallback):
+            p(f"  [yellow]! {escape(event.model)} failed ({escape(event.kind)}): "
+              f"{escape(event.error)}; {escape(event.fallback)} takes over[/]"
+              + (" [dim](the reply shown above is void)[/]" if event.restart else ""))
         self._next(event)
 
     def _delta(self, delta: Any) -> None:
@@ -168,7 +175,10 @@ class Display:
             self._start(f"thinking… step {event.step + 1},")
         elif isinstance(event, ev.Reask):
             self._start(f"thinking again… step {event.step},")
-        elif isinstance(event, (ev.RunResumed, ev.JsonModeChange)):
+        elif isinstance(event, ev.ModelRetry) and event.wait_s > 0:
+            self._start(f"waiting to retry… step {event.step},")
+        elif isinstance(event, (ev.RunResumed, ev.JsonModeChange, ev.ModelRetry,
+                                ev.ModelFallback)):
             self._start("thinking…")
         elif isinstance(event, ev.StepTaken) or isinstance(event, ev.Approval) and event.approved:
             self._start(f"running {event.tool}…")

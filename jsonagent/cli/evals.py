@@ -15,10 +15,11 @@ from typer.core import TyperGroup
 from .batch import _Progress
 from .command import PlainCommand
 from .exits import fail, guarded
-from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, ConfirmCodeOpt,
-                      JsonModeOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt,
-                      McpPrefixOpt, NoCoreToolsOpt, CheckAnswersOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
-                      PromptStyleOpt, RayAddressOpt, RunOptions, SandboxChoice, SandboxOpt,
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
+                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt,
+                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
+                      NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt,
+                      RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
                       TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources)
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ def run(ctx: typer.Context,
         mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
         no_core_tools: NoCoreToolsOpt = False,
         model: ModelsOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+        fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+        fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -295,8 +298,9 @@ def case_agent(opts: RunOptions, case: Case, variant: Variant):
     if case.max_steps is not None:
         settings["max_steps"] = case.max_steps
     temperature = variant.temperature if variant.temperature is not None else opts.temperature
-    model = _model(variant.model or opts.model, variant.base_url or opts.base_url,
-                   opts.api_key, not opts.no_kv_cache, temperature)
+    # the variant's model (or --model), then each --fallback, as `run` takes them
+    model = [_model(spec, variant.base_url or opts.base_url, opts.api_key, not opts.no_kv_cache,
+                    temperature) for spec in [variant.model or opts.model, *opts.fallback]]
     tools = tool_sources([*opts.tools, *map(Path, case.tools)], [*opts.mcp, *case.mcp],
                          [*opts.mcp_config, *map(Path, case.mcp_config)], opts.mcp_prefix,
                          opts.no_core_tools, opts.a2a)

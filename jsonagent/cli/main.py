@@ -16,11 +16,12 @@ from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import debug, guarded
 from .command import PlainCommand
-from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
+                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      CheckAnswersOpt, NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
-                      RunOptions, SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive,
-                      text_arg)
+                      NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
+                      RetriesOpt, RunOptions, SandboxChoice, SandboxOpt, StoreOpt,
+                      TemperatureOpt, ToolsOpt, interactive, text_arg)
 
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -97,6 +98,8 @@ def run(ctx: typer.Context,
         mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
         no_core_tools: NoCoreToolsOpt = False,
         model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+        fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+        fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -134,6 +137,8 @@ def resume(ctx: typer.Context,
            mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
            no_core_tools: NoCoreToolsOpt = False,
            model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+           fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+           fallback_on_invalid: FallbackOnInvalidOpt = None,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
            temperature: TemperatureOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -185,6 +190,8 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
          no_core_tools: NoCoreToolsOpt = False,
          model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+         fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+         fallback_on_invalid: FallbackOnInvalidOpt = None,
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
          temperature: TemperatureOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

@@ -50,6 +50,9 @@ class RunOptions(BaseModel):
     a2a: list[str] = []
     no_core_tools: bool = False
     model: str | None = None
+    fallback: list[str] = []
+    retries: int = 3
+    fallback_on_invalid: int | None = None
     base_url: str | None = None
     api_key: str | None = None
     max_steps: int = 10
@@ -72,7 +75,7 @@ class RunOptions(BaseModel):
         names = [name for name in cls.model_fields if name != "given"]
         values = {name: ctx.params[name] for name in names}
         values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
-        for key in ("tools", "mcp", "mcp_config", "a2a"):
+        for key in ("tools", "mcp", "mcp_config", "a2a", "fallback"):
             values[key] = list(values[key] or [])
         sources = {name: ctx.get_parameter_source(name) for name in names}
         given = {name for name, source in sources.items()
@@ -94,22 +97,27 @@ class RunOptions(BaseModel):
 
             tracing.switch_on()
         config = AgentConfig(**self.settings())
-        model = resolve_model(self.model, base_url=self.base_url, api_key=self.api_key,
-                              kv_cache=not self.no_kv_cache, on_status=on_status,
-                              temperature=self.temperature, reply_tokens=config.reply_tokens)
-        return Agent(model=model, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
+        # --model, then each --fallback, at --base-url unless it names its own (NAME@URL)
+        models = [resolve_model(spec, base_url=self.base_url, api_key=self.api_key,
+                                kv_cache=not self.no_kv_cache, on_status=on_status,
+                                temperature=self.temperature, reply_tokens=config.reply_tokens)
+                  for spec in [self.model, *self.fallback]]
+        return Agent(model=models, tools=self.tool_sources(), ask_human=ask_human, approve=approve,
                      config=config, transcript=transcript, on_event=on_event, store=store,
                      origin=self.recorded(), deltas=deltas)
 
     def settings(self) -> dict[str, Any]:
         """The AgentConfig fields these options set."""
+        from ..config import RetryConfig
         from ..tools.core import CODE_TOOL
 
         return dict(max_steps=self.max_steps, json_mode=self.json_mode,
                     prompt_style=self.prompt_style, max_context_tokens=self.max_context_tokens,
                     require_isolation=self.sandbox == "strict",
                     confirm=[CODE_TOOL] if self.confirm_code else [],
-                    check_answers=self.check_answers)
+                    check_answers=self.check_answers,
+                    retry=RetryConfig(retries=self.retries,
+                                      fallback_on_invalid=self.fallback_on_invalid))
 
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
@@ -187,6 +195,19 @@ ModelOpt = Annotated[Optional[str], typer.Option(
     "--model", "-m", metavar="NAME",
     help="A model at the endpoint (or openai:NAME), local, local:NAME, local:PATH.gguf "
          "or scripted:FILE.json. Default: $JSONAGENT_MODEL.")]
+FallbackOpt = Annotated[Optional[list[str]], typer.Option(
+    "--fallback", metavar="NAME",
+    help="A model that takes a request over when the one before it fails for good or runs "
+         "out of retries (repeatable, in order). Takes what --model takes, at --base-url "
+         "unless given as NAME@URL.")]
+RetriesOpt = Annotated[int, typer.Option(
+    "--retries", min=0, metavar="N",
+    help="Tries again of a request that was rate limited, overloaded or timed out, with "
+         "backoff (the endpoint's Retry-After when given), before the next model.")]
+FallbackOnInvalidOpt = Annotated[Optional[int], typer.Option(
+    "--fallback-on-invalid", min=1, metavar="N",
+    help="Hand over to the next --fallback after N replies in a row that could not be "
+         "repaired.")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(
     "--base-url", metavar="URL", help="OpenAI-compatible endpoint. Default: $OPENAI_BASE_URL.")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(

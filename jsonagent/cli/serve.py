@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from .exits import USAGE, fail, guarded
-from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
+from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
+                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      CheckAnswersOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
+                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RetriesOpt,
+                      RunOptions, SandboxChoice, SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt)
 
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
@@ -49,6 +50,8 @@ def serve(ctx: typer.Context,
           mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
           no_core_tools: NoCoreToolsOpt = False,
           model: ModelOpt = None, base_url: BaseUrlOpt = None, api_key: ApiKeyOpt = None,
+          fallback: FallbackOpt = None, retries: RetriesOpt = 3,
+          fallback_on_invalid: FallbackOnInvalidOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

@@ -23,6 +23,8 @@ class ModelReply(BaseModel):
     sampling: dict[str, Any] | None = None
     """The sampling settings this request carried, for the run's record (None: the backend
     does not say)."""
+    model: str | None = None
+    """The model that wrote it, when one of several could have (a fallback model's)."""
 
 
 @runtime_checkable
@@ -101,7 +103,8 @@ def capabilities(model: Any) -> Capabilities:
 def resolve_model(spec: str | None = None, *, base_url: str | None = None,
                   api_key: str | None = None, kv_cache: bool = True, on_status=None,
                   temperature: float | None = None, reply_tokens: int | None = None) -> Model:
-    """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name.
+    """'scripted:FILE.json', 'local', 'local:PATH.gguf', 'openai:NAME' or any endpoint's model name;
+    'NAME@URL' is that model at the endpoint URL rather than at `base_url`.
 
     `temperature` None keeps each backend's default (0 for local and endpoint models);
     `reply_tokens` None, the backend's cap on a reply (`config.REPLY_TOKENS`).
@@ -117,6 +120,9 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
     if not spec:
         raise ConfigError("no model: pass --model NAME or set JSONAGENT_MODEL "
                           "(for example gpt-4o-mini, local, or scripted:replies.json)")
+    name, at, url = spec.rpartition("@")
+    if at and url.startswith(("http://", "https://")):  # NAME@URL: a model at its own endpoint
+        spec, base_url = name, url
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
         from .scripted import ScriptedModel

@@ -64,7 +64,7 @@ class OpenAIModel:
     tool_calls = True  # every OpenAI-compatible API has the tool turn; a refusal steps down
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 3, temperature: float | None = 0.0,
+                 timeout: float = 120.0, max_retries: int = 0, temperature: float | None = 0.0,
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
                  detect: bool = True):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
@@ -102,7 +102,9 @@ class OpenAIModel:
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
-        # The SDK retries 429, 5xx, timeouts and dropped connections with exponential backoff.
+        # The SDK's own retries stay off (max_retries 0): one loop retries, ours
+        # (models/fallback.py), which honours Retry-After, counts a run's budget, says each
+        # retry in the event stream, and stops waiting the moment the run is cancelled.
         # Its async client, on an event loop of our own, so that a cancel of the run cancels
         # the request and closes its connection (the server then stops generating).
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
@@ -157,7 +159,7 @@ class OpenAIModel:
                                   retry_after=retry_after_s(getattr(response, "headers", None)),
                                   **self._where) from None
         except self._openai.APITimeoutError:
-            raise ModelTimeout(f"{self.base_url} timed out (after retries)", **self._where) from None
+            raise ModelTimeout(f"{self.base_url} timed out", **self._where) from None
         except self._openai.APIConnectionError as exc:
             raise ModelUnavailable(f"cannot reach {self.base_url}: {exc.__cause__ or exc}",
                                    **self._where) from None
@@ -314,9 +316,9 @@ class OpenAIModel:
     def _explain(self, status: int, detail: str) -> str:
         hint = {401: "check OPENAI_API_KEY", 403: "the key may lack access to this model",
                 404: f"is {self.name!r} served at {self.base_url}?",
-                429: "rate limited, still after retries"}.get(status, "")
+                429: "rate limited"}.get(status, "")
         if status >= 500:
-            hint = "server error, still after retries"
+            hint = "server error"
         return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
 
 

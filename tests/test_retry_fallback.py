@@ -1,0 +1,204 @@
+"""One retry loop, ours, and fallback to the next model (issue 38, items 2-4), against fake
+OpenAI-compatible endpoints on 127.0.0.1: what each endpoint received is counted, and what
+the run said is read from its events."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from jsonagent import Agent, tool
+from jsonagent import events as ev
+from jsonagent.cli.display import Display
+from jsonagent.config import AgentConfig, RetryConfig
+from jsonagent.models.openai import OpenAIModel
+from jsonagent.testing import step
+
+from openai_stub import OpenAIStub, completion, error, streamed
+from test_cli import cli
+
+DONE = json.dumps(step("TaskCompleteTool", {"output": "4"}))
+
+
+def model(url: str, name: str = "primary") -> OpenAIModel:
+    return OpenAIModel(name, base_url=url, api_key="sk-test")
+
+
+def agent(*urls_or_models, retry: RetryConfig | None = None, events=None, **kw) -> Agent:
+    models = [model(m, f"model-{i}") if isinstance(m, str) else m
+              for i, m in enumerate(urls_or_models)]
+    config = AgentConfig(retry=retry or RetryConfig(backoff_s=0.05), **kw.pop("config", {}))
+    return Agent(model=models, config=config,
+                 on_event=events.append if events is not None else None, **kw)
+
+
+def of(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+def test_the_sdk_retries_nothing_of_its_own():
+    with OpenAIStub([error(503, "overloaded")] * 5) as stub:
+        with pytest.raises(Exception, match="503"):
+            model(stub.url).complete([{"role": "user", "content": "x"}], None)
+        assert len(stub.requests) == 1
+        result = agent(stub.url, retry=RetryConfig(retries=0)).run("x")
+    assert result.error_kind == "unavailable" and len(stub.requests) == 2  # one more, no more
+
+
+def test_a_429_with_retry_after_2_is_answered_after_2_s_and_not_sooner():
+    events: list = []
+    with OpenAIStub([(*error(429, "Rate limit reached"), {"retry-after": "2"}), DONE]) as stub:
+        t0 = time.monotonic()
+        result = agent(stub.url, events=events).run("x")
+        elapsed = time.monotonic() - t0
+    assert result.status == "completed" and len(stub.requests) == 2
+    assert 2.0 <= elapsed < 20
+    [retry] = of(events, ev.ModelRetry)
+    assert (retry.kind, retry.wait_s, retry.said) == ("rate_limited", 2.0,
+                                                      "rate limited, retrying in 2 s")
+    assert result.stats.retries == 1
+
+
+def test_503s_until_the_retries_are_spent_then_the_second_endpoint_answers():
+    events: list = []
+    with OpenAIStub([error(503, "overloaded")] * 3) as first, OpenAIStub([DONE]) as second:
+        result = agent(first.url, second.url, events=events,
+                       retry=RetryConfig(retries=2, backoff_s=0.05)).run("x")
+    assert result.status == "completed" and result.answer == "4"
+    assert (len(first.requests), len(second.requests)) == (3, 1)
+    assert [e.kind for e in of(events, ev.ModelRetry)] == ["unavailable", "unavailable"]
+    [fell] = of(events, ev.ModelFallback)
+    assert (fell.model, fell.fallback, fell.kind) == ("model-0", "model-1", "unavailable")
+    assert of(events, ev.ModelCall)[-1].model == "model-1" and result.steps[0].model == "model-1"
+
+
+def test_the_run_budget_of_retries_is_shared_by_its_requests():
+    with OpenAIStub([error(503, "overloaded")] * 2) as first, OpenAIStub([DONE]) as second:
+        result = agent(first.url, second.url,
+                       retry=RetryConfig(retries=5, budget=1, backoff_s=0.05)).run("x")
+    assert result.status == "completed" and len(first.requests) == 2  # one retry, then over
+
+
+def test_a_content_filter_falls_back_without_retrying():
+    events: list = []
+    refused = error(400, "The response was filtered due to the content management policy")
+    with OpenAIStub([refused] * 3) as first, OpenAIStub([DONE]) as second:
+        result = agent(first.url, second.url, events=events).run("x")
+    assert result.status == "completed" and len(first.requests) == 1
+    assert not of(events, ev.ModelRetry)
+    assert [e.kind for e in of(events, ev.ModelFallback)] == ["content_filter"]
+
+
+def test_a_bad_key_fails_at_once_on_the_last_model():
+    with OpenAIStub([error(401, "Incorrect API key provided")] * 3) as stub:
+        result = agent(stub.url).run("x")
+    assert result.error_kind == "authentication" and len(stub.requests) == 1
+    assert "\n" not in result.error
+
+
+@tool
+def lookup(n: int) -> str:
+    """A long result, so that old turns are worth summarising."""
+    return f"record {n}: " + "lorem ipsum " * 300
+
+
+def test_a_context_window_error_is_summarised_and_the_request_sent_again():
+    events: list = []
+    script = [json.dumps(step("lookup", {"n": 1})), json.dumps(step("lookup", {"n": 2})),
+              json.dumps(step("lookup", {"n": 3})),
+              error(400, "This model's maximum context length is 4096 tokens"),
+              "The user asked for records; three were looked up.",  # the summary
+              DONE]
+    with OpenAIStub(script) as stub, OpenAIStub([DONE]) as spare:
+        result = agent(stub.url, spare.url, events=events, tools=[lookup]).run("x")
+        sizes = [len(json.dumps(r["body"]["messages"])) for r in stub.requests]
+    assert result.status == "completed" and not spare.requests  # no fallback was needed
+    [retry] = of(events, ev.ModelRetry)
+    assert retry.kind == "context_window" and retry.said == "summarising the context"
+    assert [e.action for e in of(events, ev.ContextChange)] == ["summarised"]
+    assert sizes[-1] < sizes[3] / 2  # sent again, much shorter
+
+
+def test_a_window_still_exceeded_once_summarised_falls_back():
+    over = error(400, "This model's maximum context length is 4096 tokens")
+    events: list = []
+    with OpenAIStub([over, over]) as stub, OpenAIStub([DONE]) as spare:
+        result = agent(stub.url, spare.url, events=events).run("x")
+    assert result.status == "completed" and len(stub.requests) == 2
+    assert [e.kind for e in of(events, ev.ModelFallback)] == ["context_window"]
+
+
+def test_a_cancel_in_the_middle_of_a_backoff_ends_the_run_at_once():
+    events: list = []
+    waiting = threading.Event()
+
+    def seen(event):
+        events.append(event)
+        if isinstance(event, ev.ModelRetry):
+            waiting.set()
+
+    with OpenAIStub([(*error(429, "slow down"), {"retry-after": "30"})]) as stub:
+        a = agent(stub.url, retry=RetryConfig(max_wait_s=60))
+        a.on_event = seen
+        done: dict = {}
+        runner = threading.Thread(target=lambda: done.update(result=a.run("x")))
+        runner.start()
+        assert waiting.wait(20)
+        t0 = time.monotonic()
+        a.cancel()
+        runner.join(10)
+        took = time.monotonic() - t0
+    assert done["result"].status == "interrupted" and took < 0.5
+
+
+def test_a_stream_cut_halfway_is_sent_again_and_the_display_told(capsys):
+    events: list = []
+    cut = streamed(['{"thought": "half a tho', 'ught that', ' never ends"'])
+    cut.cut_after = 2
+    with OpenAIStub([(200, cut), DONE]) as stub:
+        result = agent(stub.url, events=events, deltas=True).run("x")
+    assert result.status == "completed" and len(stub.requests) == 2
+    [retry] = of(events, ev.ModelRetry)
+    assert retry.restart and retry.kind == "unavailable"
+    before = events[:events.index(retry)]
+    assert any(isinstance(e, ev.ThoughtDelta) for e in before)  # shown, then void
+    display = Display()
+    for event in events:
+        display.event(event)
+    assert "(the reply shown above is void)" in capsys.readouterr().err
+
+
+def test_invalid_replies_in_a_row_hand_over_to_the_next_model():
+    events: list = []
+    with OpenAIStub(["not json at all"] * 2) as first, OpenAIStub([DONE]) as second:
+        result = agent(first.url, second.url, events=events,
+                       retry=RetryConfig(fallback_on_invalid=2)).run("x")
+    assert result.status == "completed" and len(first.requests) == 2
+    [fell] = of(events, ev.ModelFallback)
+    assert fell.kind == "invalid_replies" and "2 invalid replies in a row" in fell.error
+
+
+def test_a_resumed_run_starts_again_from_the_primary():
+    ask = json.dumps(step("AskHumanHelpTool", {"question": "which?"}))
+    with OpenAIStub([error(401, "bad key"), DONE]) as first, OpenAIStub([ask]) as second:
+        a = agent(first.url, second.url, store=":memory:")
+        paused = a.run("x")
+        assert paused.status == "needs_human" and len(first.requests) == 1
+        result = a.resume(paused.run_id, answer="this one")
+    assert result.status == "completed" and len(first.requests) == 2
+    assert len(second.requests) == 1
+
+
+def test_the_cli_falls_back_to_a_model_at_its_own_endpoint(tmp_path):
+    with OpenAIStub([(*error(429, "Rate limit reached"), {"retry-after": "1"}),
+                     error(503, "overloaded")]) as first, OpenAIStub([DONE]) as second:
+        proc = cli("run", "x", "--no-store", "--model", "big", "--base-url", first.url,
+                   "--retries", "1", "--fallback", f"small@{second.url}",
+                   env={"OPENAI_API_KEY": "sk-test"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "big rate limited, retrying in 1 s" in proc.stderr
+    assert "small takes over" in proc.stderr
+    assert second.requests[0]["body"]["model"] == "small"

@@ -68,6 +68,10 @@ class Agent:
             config = config.model_copy(update={"observation_role": caps.observation_role})
         if config.tool_calls is None:
             config = config.model_copy(update={"tool_calls": caps.tool_calls})
+        if config.limits.cost is not None:  # else never reached: refused now, not found out
+            from .pricing import known_or_refused
+
+            known_or_refused(caps, config.limits.cost)
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

@@ -17,9 +17,11 @@ from .cancel import CancelToken
 from .config import JSON_MODES
 from .deps import RunDeps
 from .errors import ModelError, ResponseFormatRejected, ToolCallsRejected
+from .limits import Limits
 from .memory import Memory
 from .models import ModelReply, Usage
 from .partial import ThoughtCap, ThoughtTooLong, reader_for
+from .pricing import Price
 from .state import Message, RunState
 
 log = logging.getLogger("jsonagent")
@@ -31,7 +33,7 @@ are estimated, and the envelope is not asked what it makes of it."""
 
 class Requester:
     def __init__(self, deps: RunDeps, cancel: CancelToken,
-                 watched: Callable[[], bool] | None = None):
+                 watched: Callable[[], bool] | None = None, limits: Limits | None = None):
         self.model, self.toolset, self.config = deps.model, deps.toolset, deps.config
         self.style, self.hooks, self.caps = deps.style, deps.hooks, deps.caps
         self.cancel = cancel
@@ -41,6 +43,9 @@ class Requester:
         """Asked before each model call: is someone watching the reply as it is written?
         Only then is it streamed, and delta events built."""
         self.memory = Memory(self.model, self.config, self.style, self.call, deps.caps)
+        self.limits = limits or Limits(deps.config, deps.toolset, deps.caps)
+        self.memory.estimates = self.limits.counts_requests
+        self.price = Price(deps.caps)
 
     def ask(self, s: RunState, extra: list[Message], index: int, attempt: int,
             without: str | None = None) -> Iterator[ev.Event]:
@@ -52,6 +57,7 @@ class Requester:
             view = yield from self.memory.fit(s, extra, index)
             wire = self.style.render(view, self.config.observation_role,
                                      tool_calls=s.tool_calls)
+            self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire))
             self.hooks.call("before_model", s)
             t0 = time.perf_counter()
             cap = self._thought_cap(s)
@@ -79,6 +85,7 @@ class Requester:
             self.memory.calibrate(s, wire, reply.usage)
             if self.memory.counting and not reply.usage.counting:  # how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
+            reply.usage = self.price.priced(reply.usage)
             s.stats.model_calls += 1
             s.usage.add(reply.usage)
             self.hooks.call("after_model", s, reply)

@@ -18,7 +18,7 @@ from .exits import debug, guarded
 from .command import PlainCommand
 from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
+                      NoKvCacheOpt, OtelOpt, LimitOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
                       RunOptions, SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt, interactive,
                       text_arg)
 
@@ -101,14 +101,15 @@ def run(ctx: typer.Context,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-        no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+        no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+        limit: LimitOpt = None):
     """Run one task and print its answer.
 
     The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
     completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled, 6
     the model failed for now (rate limited, unavailable, timed out: try again later), 7
     the model failed for good (authentication, bad request, context window, content
-    filter), 130 interrupted."""
+    filter), 8 limit_reached (a --limit), 130 interrupted."""
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)
@@ -137,7 +138,8 @@ def resume(ctx: typer.Context,
            temperature: TemperatureOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
            sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+        limit: LimitOpt = None):
     """Go on with a paused or interrupted run.
 
     The model and tools the run recorded are used again; --model and --tools override them."""
@@ -187,7 +189,8 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          temperature: TemperatureOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+        limit: LimitOpt = None):
     """Talk with the agent, turn after turn.
 
     History and the code interpreter's variables carry over between turns; with --session

@@ -11,7 +11,7 @@ import typer
 from .exits import USAGE, fail, guarded
 from .options import (A2aOpt, TemperatureOpt, ApiKeyOpt, BaseUrlOpt, ConfirmCodeOpt, JsonModeOpt, MaxContextTokensOpt,
                       MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
+                      NoKvCacheOpt, OtelOpt, LimitOpt, PromptStyleChoice, PromptStyleOpt, RunOptions,
                       SandboxChoice, SandboxOpt, StoreOpt, ToolsOpt)
 
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
@@ -53,7 +53,8 @@ def serve(ctx: typer.Context,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
-          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False):
+          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
+        limit: LimitOpt = None):
     """Serve the agent: REST under /v1, A2A, and a web page at /.
 
     Runs are kept in the same store as the CLI's sessions; a restart takes them over."""

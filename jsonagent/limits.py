@@ -37,6 +37,9 @@ class Limits:
         self.counts_requests = any(k in self.set for k in TOKENS)
         """The request's tokens are counted before it is sent (else never)."""
         self.on = bool(self.set or self.per_tool)
+        self._tallied, self._calls_of, self._all_calls = 0, {}, 0
+        """The steps counted so far, and their calls by tool and in all: steps are only
+        ever appended, so each is counted once (a resumed run's Loop counts them again)."""
         self.price = None
         if "cost" in self.set:
             from .pricing import Price
@@ -88,12 +91,15 @@ class Limits:
 
     def _used(self, s: RunState) -> dict[str, float | int | None]:
         """What the run has used of each limit that is set (a cost None: unknown)."""
-        u = s.usage
-        every = {"requests": s.stats.model_calls, "input_tokens": u.prompt_tokens,
-                 "output_tokens": u.completion_tokens,
-                 "total_tokens": u.prompt_tokens + u.completion_tokens,
-                 "cost": 0.0 if u.empty() else u.cost}
-        return {k: self._calls(s) if k == "tool_calls" else every[k] for k in self.set}
+        u, out = s.usage, {}
+        for name in self.set:
+            out[name] = s.stats.model_calls if name == "requests" \
+                else self._calls(s) if name == "tool_calls" \
+                else u.prompt_tokens if name == "input_tokens" \
+                else u.completion_tokens if name == "output_tokens" \
+                else u.prompt_tokens + u.completion_tokens if name == "total_tokens" \
+                else 0.0 if u.empty() else u.cost
+        return out
 
     def _request(self, s: RunState, tokens: int) -> dict[str, tuple]:
         """What the run has used of each limit a request counts against, and what this
@@ -117,9 +123,13 @@ class Limits:
     def _calls(self, s: RunState, tool: str | None = None) -> int:
         """Calls the run's steps made (of `tool`, or of any tool but the final answer), the
         one in flight included."""
-        if tool is None:
-            return sum(1 for st in s.steps if st.tool != self.final)
-        return sum(1 for st in s.steps if st.tool == tool)
+        steps, counts = s.steps, self._calls_of
+        for i in range(self._tallied, len(steps)):
+            name = steps[i].tool
+            counts[name] = counts.get(name, 0) + 1
+            self._all_calls += name != self.final
+        self._tallied = len(steps)
+        return self._all_calls if tool is None else counts.get(tool, 0)
 
 
 def _s(n: float) -> str:

@@ -67,6 +67,7 @@ class Memory:
         self.exact = self.caps.count_tokens is not None
         self.counting = ("exact" if self.exact else "estimate") if self.budget else ""
         self.estimates = False
+        self._sized: tuple[list | None, int] = (None, 0)
         """Requests are counted beside the budget (a token limit's check): learn the ratio."""
         self._summariser: Model | None = None
         self._layout: tuple | None = None
@@ -116,12 +117,14 @@ class Memory:
                 log.warning("%s cannot count tokens (%s); estimating", self.caps.name, exc)
                 self.exact, self.counting = False, "estimate"
         ratio = state.memory.tokens_per_char or FIRST_GUESS
-        return math.ceil(_chars(wire) * ratio * ESTIMATE_MARGIN)
+        self._sized = (wire, _chars(wire))  # calibrate reads it again for the same request
+        return math.ceil(self._sized[1] * ratio * ESTIMATE_MARGIN)
 
     def calibrate(self, state: RunState, wire: list[dict], usage: Usage) -> None:
         """Learn the endpoint's tokens per character from what it reports."""
         if (self.budget or self.estimates) and not self.exact and usage.prompt_tokens > 0:
-            state.memory.tokens_per_char = usage.prompt_tokens / max(_chars(wire), 1)
+            chars = self._sized[1] if self._sized[0] is wire else _chars(wire)
+            state.memory.tokens_per_char = usage.prompt_tokens / max(chars, 1)
 
     @staticmethod
     def _shown(msg: Message, bare: bool, limit: int) -> Message:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from jsonagent import Agent, tool
-from jsonagent.config import AgentConfig, UsageLimits
+from jsonagent import AgentConfig, UsageLimits
 from jsonagent.errors import ConfigError
 from jsonagent.models import Capabilities, ModelReply
 from jsonagent.models.openai import OpenAIModel

@@ -1,5 +1,5 @@
 """Framework overhead: Agent construction, per step with a scripted model (store off and on,
-tracing off and on), import and --help time, prompt size.
+tracing off and on, usage limits on), import and --help time, prompt size.
 
     python bench/overhead.py [--runs 30]
 """
@@ -14,15 +14,26 @@ import time
 
 
 def per_step(runs: int, steps: int = 10, store=None, stops: bool = False,
-             deltas: bool = False) -> list[float]:
+             deltas: bool = False, limits: str | None = None) -> list[float]:
     """`stops`: the tool says it stops by itself on a cancel, as our handlers do, so the loop
     calls it in its own thread; a plain Python tool runs in the run's helper thread, so that
     a cancel ends the wait at once (two thread switches a step). `deltas`: someone watches
-    the replies as they are written (`iter(deltas=True)`); without, none are built."""
+    the replies as they are written (`iter(deltas=True)`); without, none are built.
+    `limits`: "counts", every limit but cost set, and the tool's own, none ever reached (so
+    each request's prompt tokens are estimated, and every check runs in full); "cost", a cost
+    limit too, on a scripted model priced as gpt-4o at OpenAI (genai-prices prices each reply
+    and each request's prompt before it is sent)."""
     from jsonagent import Agent, tool
+    from jsonagent.config import AgentConfig, UsageLimits
     from jsonagent.testing import ScriptedModel, step
 
-    @tool
+    big = 10 ** 9
+    config = AgentConfig.model_construct() if limits is None else AgentConfig(
+        max_steps=steps, limits=UsageLimits(
+            requests=big, tool_calls=big, input_tokens=big, output_tokens=big,
+            total_tokens=big, **({"cost": 1000.0} if limits == "cost" else {})))
+
+    @tool(max_calls=big if limits else None)
     def noop(n: int) -> int:
         """Return n."""
         return n
@@ -34,7 +45,10 @@ def per_step(runs: int, steps: int = 10, store=None, stops: bool = False,
     script.append(step("TaskCompleteTool", {"output": "done"}))
     out = []
     for _ in range(runs):
-        agent = Agent(model=ScriptedModel(list(script)), tools=[noop], max_steps=steps, store=store)
+        model = ScriptedModel(list(script))
+        if limits == "cost":  # a price genai-prices knows
+            model.name, model.provider = "gpt-4o", "openai"
+        agent = Agent(model=model, tools=[noop], max_steps=steps, store=store, config=config)
         t0 = time.perf_counter()
         *_, end = agent.iter("count", deltas=deltas)
         result = end.result
@@ -93,6 +107,11 @@ def main() -> None:
     show("overhead per step, no store", per_step(runs * 10), 1e6, "µs")
     show("  the same, tool stops on cancel", per_step(runs * 10, stops=True), 1e6, "µs")
     show("  the same, replies streamed", per_step(runs * 10, deltas=True), 1e6, "µs")
+    # every usage limit set, none reached, beside the same steps without (measured again
+    # here, next to it, since the machine's load moves both)
+    show("  the same, measured again", per_step(runs * 10), 1e6, "µs")
+    show("  the same, limits on (no cost)", per_step(runs * 10, limits="counts"), 1e6, "µs")
+    show("  the same, limits on with cost", per_step(runs * 10, limits="cost"), 1e6, "µs")
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp) / "bench.db")
         show("overhead per step, SQLite store", per_step(runs, store=store), 1e6, "µs")

@@ -17,6 +17,7 @@ _EXPORTS = {
     "ArgError": "tools.specs",
     "ConfigError": "errors",
     "JsonAgentError": "errors",
+    "LimitReached": "errors",
     "Model": "models",
     "Pending": "state",
     "ModelError": "errors",
@@ -38,6 +39,7 @@ _EXPORTS = {
     "ToolSpec": "tools.specs",
     "Toolset": "tools.toolset",
     "Usage": "models",
+    "UsageLimits": "config",
     "UserError": "errors",
     "Veto": "hooks",
     "core_tools": "tools.toolset",
@@ -67,9 +69,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .agent import Agent
     from .tools.a2a import A2AAgent
     from .cancel import CancelToken
-    from .config import AgentConfig
+    from .config import AgentConfig, UsageLimits
     from .envelope import parse_reply
-    from .errors import (Cancelled, ConfigError, JsonAgentError, ModelError,
+    from .errors import (Cancelled, ConfigError, JsonAgentError, LimitReached, ModelError,
                          ResponseFormatRejected, RunError, SessionBusy, SpecError, ToolError,
                          UserError)
     from .hooks import ToolCall, Veto

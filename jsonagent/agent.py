@@ -78,6 +78,10 @@ class Agent:
             config = config.model_copy(update={"tool_calls": caps.tool_calls})
         if config.check_answers is None:  # a script's replies cannot answer a nudge
             config = config.model_copy(update={"check_answers": not caps.writes_ahead})
+        if config.limits.cost is not None:  # else never reached: refused now, not found out
+            from .pricing import known_or_refused
+
+            known_or_refused(caps, config.limits.cost)
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

@@ -32,6 +32,31 @@ class RetryConfig(BaseModel):
     invalid replies never change the model."""
 
 
+class UsageLimits(BaseModel):
+    """What one run may use; None leaves a measure unlimited. They are checked before each
+    model request and each tool call (limits.py): reaching one ends the run `limit_reached`,
+    and from `warn_at` of a limit on, each observation tells the model what is left."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    requests: int | None = Field(None, ge=1)
+    """Model requests, re-asks included."""
+    tool_calls: int | None = Field(None, ge=1)
+    """Tool calls in all, whatever became of them; the final answer is not one."""
+    input_tokens: int | None = Field(None, ge=1)
+    """Prompt tokens over the run's requests, the next one's counted before it is sent
+    (exactly where the model counts them, else estimated)."""
+    output_tokens: int | None = Field(None, ge=1)
+    """Tokens the model wrote."""
+    total_tokens: int | None = Field(None, ge=1)
+    """Input and output tokens together."""
+    cost: float | None = Field(None, gt=0)
+    """What the run may cost, in US dollars (`Usage.cost`). A model whose price is unknown
+    is refused at the start, rather than never reaching it."""
+    warn_at: float = Field(0.8, gt=0, le=1)
+    """The share of a limit from which the model is told what is left."""
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
@@ -89,3 +114,5 @@ class AgentConfig(BaseModel):
     """Tools whose every call waits for a person's approval, beside those whose spec says so."""
     retry: RetryConfig = Field(default_factory=RetryConfig.model_construct)  # no validator built
     """Retries of failed model requests, and fallback to the next model (`Agent(model=[...])`)."""
+    limits: UsageLimits = UsageLimits.model_construct()
+    """What one run may use (see UsageLimits); a tool's own limit is its spec's max_calls."""

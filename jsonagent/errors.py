@@ -24,6 +24,7 @@
         │                         from the next model (models/fallback.py; request.py obliges)
         ├── ToolError             raised by a tool to send a clean message back to the model
         ├── HookError             a hook raised: the run ends failed, naming the hook
+        ├── LimitReached          a usage limit: the run ends limit_reached, naming it
         ├── SessionBusy           the session has a run going, queued or waiting for a person
         └── Conflict              the run is not in a state that allows this (HTTP 409)
 
@@ -149,6 +150,15 @@ class TryAgain(RunError):
 
 class ToolError(RunError):
     """Raise inside a tool: the message becomes the observation, without a traceback."""
+
+
+class LimitReached(RunError):
+    """The next model request or tool call would pass one of the run's usage limits
+    (limits.py); the loop ends the run `limit_reached` with this message as its error."""
+
+    def __init__(self, message: str, limit: str):
+        super().__init__(message)
+        self.limit = limit
 
 
 class HookError(RunError):

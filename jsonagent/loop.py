@@ -17,14 +17,15 @@ from . import events as ev
 from . import grounding, stall
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import Cancelled, JsonAgentError, ToolError, UserError
+from .errors import Cancelled, JsonAgentError, LimitReached, ToolError, UserError
 from .hooks import ToolCall, Veto
+from .limits import Limits
 from .notes import note
 from .request import THOUGHT_CUT, Requester
 from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
-from .status import (COMPLETED, FAILED, INTERRUPTED, MAX_STEPS, NEEDS_HUMAN, RUNNING, STALLED,
-                     Reason)
+from .status import (COMPLETED, FAILED, INTERRUPTED, LIMIT_REACHED, MAX_STEPS, NEEDS_HUMAN,
+                     RUNNING, STALLED, Reason)
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 
@@ -55,7 +56,9 @@ class Loop:
         """Slow calls are waited on through it, so a cancel ends the wait at once."""
         self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self._reply_note: str | None = None
-        self.requests = Requester(deps, self.cancel, watched)
+        self.limits = Limits(deps.config, deps.toolset, deps.caps)
+        """Checked before each model request (by the requester) and each tool call."""
+        self.requests = Requester(deps, self.cancel, watched, self.limits)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -73,6 +76,9 @@ class Loop:
             yield from self._interrupted(Reason.BY_USER, "tool_interrupted")
         except Cancelled:
             yield from self._interrupted(self.cancel.reason or Reason.CANCELLED, "tool_cancelled")
+        except LimitReached as exc:
+            yield from self._cut_short(LIMIT_REACHED, str(exc),
+                                       note("limit_reached", what=exc.limit))
         except JsonAgentError as exc:
             yield self._end(FAILED, error=str(exc), error_kind=getattr(exc, "kind", None))
         except Exception as exc:  # a bug: record the end, then let it surface
@@ -157,6 +163,11 @@ class Loop:
             else:
                 yield self._tool_result(record)
             return
+        refused = self.limits.check(self.s, tool=record.tool)  # or LimitReached: the run ends
+        if refused is not None:  # past the tool's own limit: the run goes on without it
+            record.observation, record.error = {"error": refused}, True
+            yield self._tool_result(record, note_)
+            return
         if record.tool in self.confirm and decision is None and self.ctx.handed_down is None:
             verdict = self.approve(record.tool, record.args) if self.approve else None
             if verdict is None:
@@ -231,7 +242,11 @@ class Loop:
             return {"error": f"{type(exc).__name__}: {exc}"}, True
         return (out if isinstance(out, Pending) else ev.jsonable(out)), False
 
-    def _tool_result(self, record: StepRecord, note_: str | None = None) -> ev.ToolResult:
+    def _tool_result(self, record: StepRecord, note_: str | None = None,
+                     warn: bool = True) -> ev.ToolResult:
+        left = self.limits.left(self.s, record.tool) if warn else None  # near a usage limit
+        if left is not None:
+            note_ = f"{note_} {left}" if note_ else left
         self._observe(record.tool, record.observation, note_)
         return self._event(ev.ToolResult(step=record.index, tool=record.tool,
                                          observation=record.observation, error=record.error,
@@ -296,12 +311,16 @@ class Loop:
         """Ctrl-C or a cancel: the tool call in flight gets an observation, so the history
         stays whole and the session can go on."""
         self.cancel.cancel(why)  # stops whatever the run still has going
+        yield from self._cut_short(INTERRUPTED, why, note(note_key))
+
+    def _cut_short(self, status: str, why: str, told: str) -> Generator:
+        """End the run before its time; a step in flight gets `told` as its observation."""
         s = self.s
         if s.in_flight and s.status == RUNNING:
             record = s.steps[-1]
-            record.observation, record.error = {"error": note(note_key)}, True
-            yield self._tool_result(record)
-        yield self._end(INTERRUPTED, error=why)
+            record.observation, record.error = {"error": told}, True
+            yield self._tool_result(record, warn=False)
+        yield self._end(status, error=why)
 
     def _pause(self, pending: Pending) -> ev.RunEnd:
         self.s.pending = pending

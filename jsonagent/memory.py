@@ -37,6 +37,7 @@ from .errors import RunError, TryAgain
 from .models import Capabilities, Model, capabilities
 from .usage import Usage
 from .notes import note
+from .pricing import Price
 from .state import Message, RunState, to_json
 
 log = logging.getLogger("jsonagent")
@@ -67,6 +68,9 @@ class Memory:
         self.budget = budget(model, config)
         self.exact = self.caps.count_tokens is not None
         self.counting = ("exact" if self.exact else "estimate") if self.budget else ""
+        self.estimates = False
+        self._sized: tuple[list | None, int] = (None, 0)
+        """Requests are counted beside the budget (a token limit's check): learn the ratio."""
         self._summariser: Model | None = None
         self._layout: tuple | None = None
         self._source: list[Message] | None = None
@@ -102,8 +106,12 @@ class Memory:
         return shown
 
     def count(self, state: RunState, messages: list[Message]) -> int:
-        wire = self.style.render(messages, self.config.observation_role,
-                                 tool_calls=state.tool_calls)
+        return self.tokens(state, self.style.render(messages, self.config.observation_role,
+                                                    tool_calls=state.tool_calls))
+
+    def tokens(self, state: RunState, wire: list[dict]) -> int:
+        """The prompt tokens of a request as it is sent: exact where the model counts them,
+        else estimated from its characters."""
         if self.exact:
             try:
                 return self.caps.count_tokens(wire)
@@ -111,12 +119,14 @@ class Memory:
                 log.warning("%s cannot count tokens (%s); estimating", self.caps.name, exc)
                 self.exact, self.counting = False, "estimate"
         ratio = state.memory.tokens_per_char or FIRST_GUESS
-        return math.ceil(_chars(wire) * ratio * ESTIMATE_MARGIN)
+        self._sized = (wire, _chars(wire))  # calibrate reads it again for the same request
+        return math.ceil(self._sized[1] * ratio * ESTIMATE_MARGIN)
 
     def calibrate(self, state: RunState, wire: list[dict], usage: Usage) -> None:
         """Learn the endpoint's tokens per character from what it reports."""
-        if self.budget and not self.exact and usage.prompt_tokens > 0:
-            state.memory.tokens_per_char = usage.prompt_tokens / max(_chars(wire), 1)
+        if (self.budget or self.estimates) and not self.exact and usage.prompt_tokens > 0:
+            chars = self._sized[1] if self._sized[0] is wire else _chars(wire)
+            state.memory.tokens_per_char = usage.prompt_tokens / max(chars, 1)
 
     @staticmethod
     def _shown(msg: Message, bare: bool, limit: int) -> Message:
@@ -243,6 +253,7 @@ class Memory:
             summary = summary[: self.budget // SUMMARY_SHARE * CHARS_PER_TOKEN_FLOOR]
         if model is self.model:  # a replayed script counts summaries among the model's calls
             state.stats.model_calls += 1
+        usage = Price(capabilities(model)).priced(usage)
         state.usage.add(usage)
         yield ev.SummaryCall(step=step, model=capabilities(model).name,
                              messages=cut - state.memory.start, text=summary, error=failure,

@@ -21,9 +21,11 @@ from .config import JSON_MODES, AgentConfig
 from .deps import RunDeps
 from .errors import (Cancelled, ContextWindowExceeded, ModelError, ResponseFormatRejected,
                      ToolCallsRejected, TryAgain)
+from .limits import Limits
 from .memory import Memory
 from .models import Capabilities, ModelReply, Usage, capabilities
 from .partial import ThoughtCap, ThoughtTooLong, reader_for
+from .pricing import Price
 from .state import Message, RunState
 
 log = logging.getLogger("jsonagent")
@@ -35,8 +37,9 @@ are estimated, and the envelope is not asked what it makes of it."""
 
 class Requester:
     def __init__(self, deps: RunDeps, cancel: CancelToken,
-                 watched: Callable[[], bool] | None = None):
+                 watched: Callable[[], bool] | None = None, limits: Limits | None = None):
         self.model, self.toolset = deps.model, deps.toolset
+        self.limits = limits or Limits(deps.config, deps.toolset, deps.caps)
         self.style, self.hooks = deps.style, deps.hooks
         self.cancel, self._watched = cancel, watched
         self._followed = (deps.config.observation_role == deps.caps.observation_role,
@@ -54,6 +57,8 @@ class Requester:
         """Asked before each model call: is someone watching the reply as it is written?
         Only then is it streamed, and delta events built."""
         self.memory = Memory(self.model, config, self.style, self.call, caps)
+        self.memory.estimates = self.limits.counts_requests
+        self.price = Price(caps)
 
     def ask(self, s: RunState, extra: list[Message], index: int, attempt: int,
             without: str | None = None) -> Iterator[ev.Event]:
@@ -85,6 +90,7 @@ class Requester:
             self.memory.calibrate(s, self._wire, reply.usage)
             if self.memory.counting and not reply.usage.counting:  # how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
+            reply.usage = self.price.priced(reply.usage)
             s.stats.model_calls += 1
             s.usage.add(reply.usage)
             self.hooks.call("after_model", s, reply)
@@ -104,6 +110,7 @@ class Requester:
         view = yield from self.memory.fit(s, extra, index)
         self._wire = wire = self.style.render(view, self.config.observation_role,
                                               tool_calls=s.tool_calls)
+        self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire))
         self.hooks.call("before_model", s)
         self._t0 = time.perf_counter()
         cap = self._thought_cap(s)

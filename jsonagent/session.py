@@ -24,6 +24,7 @@ from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
 from .status import COMPLETED, NEEDS_HUMAN, RESUMABLE, RUNNING, Reason
 from .tools.tool import RunContext
+from .usage import Usage
 
 if TYPE_CHECKING:
     import asyncio
@@ -61,6 +62,8 @@ class Session:
         """The next (or current) run's: each run has its own, in its own copy of `ctx`."""
         self.last: RunState | None = None
         """The last run's state, as this process last saw it."""
+        self._used: dict[str, Usage] = {}
+        """What each run this object drove used, by run id (a resumed run's whole total)."""
         self._journal = Journal(deps.transcript) if deps.transcript else None
         self._spans = tracing.builder(deps.toolset, deps.caps.name)
         """Tracing's consumer, None when tracing is off (then nothing imports OpenTelemetry)."""
@@ -91,6 +94,20 @@ class Session:
         """What the conversation's last run waits for, if anything."""
         last = self.store.last_run(self.id) if self.store is not None else self.last
         return last.pending if last is not None and last.status == NEEDS_HUMAN else None
+
+    @property
+    def usage(self) -> Usage:
+        """What the session's runs used in all: tokens, and the cost (None when a run's is
+        unknown). A stored session counts every run the store has of it, from any process."""
+        if self.store is not None:
+            infos = self.store.runs(self.id, limit=1 << 30)
+            used = [(i.state or self.store.load_run(i.id).state).usage for i in infos]
+        else:
+            used = list(self._used.values())
+        total = Usage()
+        for usage in used:
+            total.add(usage)
+        return total
 
     # -- running ------------------------------------------------------------------------------
 
@@ -214,6 +231,7 @@ class Session:
             if release is not None:
                 release()
             self.deps.running.pop(state.run_id, None)
+            self._used[state.run_id] = state.usage.model_copy()
             token.close()
             self._token = CancelToken()
 

@@ -145,7 +145,8 @@ class SpanBuilder:
         span.set_attributes({
             "jsonagent.run.status": event.status,
             "gen_ai.usage.input_tokens": event.usage.prompt_tokens,
-            "gen_ai.usage.output_tokens": event.usage.completion_tokens})
+            "gen_ai.usage.output_tokens": event.usage.completion_tokens,
+            **_cost(event.usage)})
         if event.status not in (COMPLETED, NEEDS_HUMAN):
             span.set_attribute("error.type", event.status)
             span.set_status(Status(StatusCode.ERROR, event.error or event.status))
@@ -168,7 +169,8 @@ class SpanBuilder:
         base = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
         attrs = {**base, "jsonagent.call": kind, "jsonagent.step": event.step,
                  "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                 "gen_ai.usage.output_tokens": usage.completion_tokens, **attrs}
+                 "gen_ai.usage.output_tokens": usage.completion_tokens, **_cost(usage),
+                 **attrs}
         span = self.tracer.start_span(f"chat {model}", context=trace.set_span_in_context(run.span),
                                       kind=SpanKind.CLIENT, attributes=attrs,
                                       start_time=_ns(event.t - latency_s))
@@ -323,3 +325,9 @@ def _short(observation: Any) -> str:
     message = observation.get("error") if isinstance(observation, dict) else observation
     text = message if isinstance(message, str) else _json(message)
     return text[:200]
+
+
+def _cost(usage: Any) -> dict[str, float]:
+    """The cost where it is known, in US dollars. OpenTelemetry's GenAI conventions name no
+    cost attribute yet; this is the name the issue settled on. Unknown is left out, not 0."""
+    return {} if usage.cost is None else {"gen_ai.usage.cost": usage.cost}

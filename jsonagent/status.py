@@ -8,6 +8,7 @@
 | completed                       | completed       | COMPLETED      | 0   |
 | max_steps                       | incomplete      | FAILED         | 3   |
 | stalled                         | incomplete      | FAILED         | 5   |
+| limit_reached                   | incomplete      | FAILED         | 8   |
 | failed                          | failed          | FAILED         | 1   |
 | failed, because the model did   | failed          | FAILED         | 6, 7 |
 | interrupted                     | cancelled       | CANCELED       | 130 |
@@ -24,8 +25,9 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 Status = Literal["queued", "running", "needs_human", "completed", "max_steps", "stalled",
-                 "failed", "interrupted", "expired"]
-Result = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted"]
+                 "failed", "interrupted", "expired", "limit_reached"]
+Result = Literal["completed", "max_steps", "stalled", "needs_human", "failed", "interrupted",
+                 "limit_reached"]
 """What a run's iterator can end on (`RunResult.status`)."""
 
 QUEUED: Status = "queued"
@@ -37,6 +39,8 @@ STALLED: Status = "stalled"
 FAILED: Status = "failed"
 INTERRUPTED: Status = "interrupted"
 EXPIRED: Status = "expired"
+LIMIT_REACHED: Status = "limit_reached"
+"""A usage limit (config.UsageLimits) ended the run; its `error` names the limit."""
 
 
 class Row(NamedTuple):
@@ -55,11 +59,13 @@ TABLE: dict[str, Row] = {
     FAILED: Row("failed", "TASK_STATE_FAILED", 1),
     INTERRUPTED: Row("cancelled", "TASK_STATE_CANCELED", 130),
     EXPIRED: Row("expired", "TASK_STATE_FAILED", None),
+    LIMIT_REACHED: Row("incomplete", "TASK_STATE_FAILED", 8),
 }
 
-ENDED = frozenset({COMPLETED, MAX_STEPS, STALLED, FAILED, EXPIRED})
+ENDED = frozenset({COMPLETED, MAX_STEPS, STALLED, FAILED, EXPIRED, LIMIT_REACHED})
 """Nothing more happens to such a run."""
-RESULTS = frozenset({COMPLETED, MAX_STEPS, STALLED, NEEDS_HUMAN, FAILED, INTERRUPTED})
+RESULTS = frozenset({COMPLETED, MAX_STEPS, STALLED, NEEDS_HUMAN, FAILED, INTERRUPTED,
+                     LIMIT_REACHED})
 """What a run's iterator can end on (`RunResult.status`)."""
 RESUMABLE = frozenset({NEEDS_HUMAN, INTERRUPTED, RUNNING, QUEUED})
 """What `resume` takes: a pause, an interruption, a run whose process died, a queued run."""
@@ -119,6 +125,12 @@ class Reason:
     @staticmethod
     def max_steps(limit: int, final: str) -> str:
         return f"stopped after {limit} steps without calling {final}"
+
+    @staticmethod
+    def limit_reached(name: str, limit: str, used: str, what: str) -> str:
+        """A usage limit (config.UsageLimits), by its name and as a person reads it: "limit
+        tool_calls=3 reached: 3 used, and the model asked for another"."""
+        return f"limit {name}={limit} reached: {used} used, and {what}"
 
     @staticmethod
     def stalled(kind: str, count: int, call: str) -> str:

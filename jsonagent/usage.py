@@ -14,6 +14,10 @@ class Usage(BaseModel):
     """Tokens generated."""
     cached_tokens: int = 0
     """Prompt tokens served from a reused prefix (KV cache), when the backend reports it."""
+    cost: float | None = None
+    """What it cost, in US dollars, from genai-prices where the model and its provider are
+    known (pricing.py); 0 for a model that costs nothing by declaration (in-process
+    llama.cpp). None when unknown, never 0: a total with one unknown part is unknown."""
     counting: str = ""
     """How the context budget counted tokens: "exact" (the backend's own tokenizer) or
     "estimate" (characters, calibrated against the prompt_tokens the endpoint reports);
@@ -24,7 +28,16 @@ class Usage(BaseModel):
         model each step cost more than the rest of the bookkeeping. The fields are plain
         numbers we own, so they are set past pydantic's __setattr__."""
         d = self.__dict__
+        # an unknown part makes the total unknown; an empty one (no tokens, no cost: a
+        # failed call, or a total with nothing in it yet) changes nothing
+        if other.cost is not None or other.prompt_tokens or other.completion_tokens:
+            d["cost"] = other.cost if self.empty() else None if d["cost"] is None \
+                or other.cost is None else d["cost"] + other.cost
         d["prompt_tokens"] += other.prompt_tokens
         d["completion_tokens"] += other.completion_tokens
         d["cached_tokens"] += other.cached_tokens
         d["counting"] = other.counting or self.counting
+
+    def empty(self) -> bool:
+        """Nothing counted: no tokens, and so no cost either."""
+        return self.cost is None and not (self.prompt_tokens or self.completion_tokens)

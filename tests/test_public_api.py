@@ -10,9 +10,10 @@ import jsonagent.testing
 def test_exported_names():
     assert sorted(jsonagent.__all__) == [
         "A2AAgent", "Agent", "AgentConfig", "ArgError", "CancelToken", "Cancelled", "ConfigError",
-        "JsonAgentError", "Model", "ModelError", "ModelReply", "Pending", "ResponseFormatRejected", "RunContext", "RunError", "RunResult",
+        "JsonAgentError", "LimitReached", "Model", "ModelError", "ModelReply", "Pending", "ResponseFormatRejected", "RunContext", "RunError", "RunResult",
         "RunState", "Session", "SessionBusy", "SpecError", "Step", "StepRecord", "Store", "Tool",
-        "ToolCall", "ToolError", "ToolSpec", "Toolset", "Usage", "UserError", "Veto",
+        "ToolCall", "ToolError", "ToolSpec", "Toolset", "Usage", "UsageLimits", "UserError",
+        "Veto",
         "core_tools", "load_tools", "open_store", "parse_reply", "read_journal", "tool",
     ]
     for name in jsonagent.__all__:
@@ -23,6 +24,6 @@ def test_exported_names():
 def test_import_is_light():
     """No SDK, schema engine or sandbox is loaded, and nothing is written, by `import jsonagent`."""
     code = ("import sys, jsonagent; heavy = {'openai', 'jsonschema', 'sandbox', 'llama_cpp', 'rich', "
-            "'typer', 'json_repair', 'sqlite3'} & set(sys.modules); print(sorted(heavy))")
+            "'typer', 'json_repair', 'sqlite3', 'genai_prices'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

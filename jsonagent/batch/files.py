@@ -73,6 +73,8 @@ class BatchSummary(BaseModel):
     """Tasks without a result (the batch was interrupted)."""
     median_seconds: float | None
     total_tokens: int
+    cost: float | None = None
+    """What the results cost in all, in US dollars; None when any one's is unknown."""
     ok_rate: float | None
     """Share of results with ok true, among tasks that gave `expect`."""
     seconds: float
@@ -218,9 +220,13 @@ def summarize(tasks: list[Task], results: list[dict], ran: int = 0,
     oks = [r["ok"] for r in mine if r.get("ok") is not None]
     tokens = sum((r.get("usage") or {}).get("prompt_tokens", 0)
                  + (r.get("usage") or {}).get("completion_tokens", 0) for r in mine)
+    used = Usage()
+    for r in mine:
+        used.add(Usage.model_validate(r.get("usage") or {}))
     return BatchSummary(total=len(tasks), ran=ran, counts=dict(Counter(r["status"] for r in mine)),
                         missing=len(ids) - len(mine),
                         median_seconds=statistics.median(secs) if secs else None,
-                        total_tokens=tokens, ok_rate=sum(oks) / len(oks) if oks else None,
+                        total_tokens=tokens, cost=None if used.empty() else used.cost,
+                        ok_rate=sum(oks) / len(oks) if oks else None,
                         seconds=round(seconds, 3))
 

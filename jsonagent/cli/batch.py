@@ -14,11 +14,12 @@ import typer
 from ..status import COMPLETED
 from .exits import guarded, fail
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
-                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt,
+                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
                       ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
                       PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt)
+                      SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt,
+                      usage_limits)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -51,7 +52,8 @@ def batch(ctx: typer.Context,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-          check_answers: CheckAnswersOpt = None):
+          check_answers: CheckAnswersOpt = None,
+          limit: LimitOpt = None):
     """Run every task of a JSONL file.
 
     Re-run the same command to finish an interrupted batch: ids already in --out are skipped.
@@ -62,6 +64,8 @@ def batch(ctx: typer.Context,
     from ..store import default_store, open_store
 
     opts = RunOptions.of(ctx)
+    if usage_limits(opts.limit).cost is not None:  # an unknown price fails here, once
+        opts.build_agent().close()
     where = store or default_store()
     open_store(where).close()  # a bad URL or an unreachable database fails here, once
     try:
@@ -101,6 +105,7 @@ def _print_summary(summary, out: Path) -> None:
     median = "-" if summary.median_seconds is None else f"{summary.median_seconds:.2f}"
     table.add_row("median seconds", median)
     table.add_row("total tokens", f"{summary.total_tokens:,}")
+    table.add_row("total cost", "unknown" if summary.cost is None else f"${summary.cost:.4f}")
     if summary.ok_rate is not None:
         table.add_row("ok rate", f"{summary.ok_rate:.0%}")
     Console(soft_wrap=True).print(table)

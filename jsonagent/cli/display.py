@@ -275,6 +275,7 @@ class Display:
         self.err.print(f"[dim]{_n(len(result.steps), 'step')}, {_n(s.model_calls, 'model call')}, "
                        f"{_n(s.repairs, 'repair')}, {_n(s.reasks, 're-ask')}, "
                        f"{result.usage.prompt_tokens}+{result.usage.completion_tokens} tokens"
+                       + ("" if result.usage.cost is None else f", ${result.usage.cost:.4f}")
                        + (f", run {result.run_id}" if self.stored else "") + "[/]")
 
 

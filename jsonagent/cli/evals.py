@@ -16,11 +16,12 @@ from .batch import _Progress
 from .command import PlainCommand
 from .exits import fail, guarded
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
-                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt,
+                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
                       NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt,
                       RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
-                      TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources)
+                      TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources,
+                      usage_limits)
 
 if TYPE_CHECKING:
     from ..evals import Case, Report, Variant
@@ -84,7 +85,8 @@ def run(ctx: typer.Context,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-        check_answers: CheckAnswersOpt = None):
+        check_answers: CheckAnswersOpt = None,
+        limit: LimitOpt = None):
     """Run every case of DATASET for each variant, score it, and print the pass rates.
 
     Errors of the eval itself (the model endpoint failed, an evaluator could not score) are
@@ -149,7 +151,8 @@ def _variants(data, models: list[str]) -> list[Variant]:
 
 def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:
     """What would make every run fail the same way is a usage error, found before anything
-    runs: a variant without a model, a tool spec that does not load."""
+    runs: a variant without a model, a tool spec that does not load, a bad --limit, a cost
+    limit on a model whose price is unknown."""
     import os
 
     from ..errors import ConfigError
@@ -161,6 +164,15 @@ def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:
                               "variant a model, or set JSONAGENT_MODEL")
     for tools in {tuple(c.tools) for c in data.cases} | {()}:
         Toolset.build([*opts.tools, *map(Path, tools)]).close()
+    limits = usage_limits(opts.limit)
+    if limits.cost is not None:  # a variant whose price is unknown would never reach it
+        from ..models import capabilities
+        from ..pricing import known_or_refused
+
+        for v in variants:
+            model = _model(v.model or opts.model, v.base_url or opts.base_url, opts.api_key,
+                           not opts.no_kv_cache, None)
+            known_or_refused(capabilities(model), limits.cost)
 
 
 def _below(report: Report, rate: float | None) -> str | None:
@@ -250,7 +262,8 @@ def print_report(report: Report, title: str) -> None:
     k = max((s.repeats for s in summaries), default=1)
     table.add_column("variant", overflow="fold")
     for name in ("pass rate", "95% CI", "pass", "fail", "errors",
-                 *((f"pass@{k}", f"pass^{k}") if k > 1 else ()), "steps", "s", "tokens"):
+                 *((f"pass@{k}", f"pass^{k}") if k > 1 else ()), "steps", "s", "tokens",
+                 "cost"):
         table.add_column(name, justify="right", no_wrap=True)
     for s in summaries:
         rate = "-" if s.rate is None else f"{s.rate:.1%}"
@@ -259,7 +272,7 @@ def print_report(report: Report, title: str) -> None:
                       *((_num(s.pass_at.get(k), "{:.2f}"), _num(s.pass_hat.get(k), "{:.2f}"))
                         if k > 1 else ()),
                       _num(s.median_steps, "{:g}"), _num(s.median_seconds, "{:.1f}"),
-                      _num(s.median_tokens, "{:.0f}"))
+                      _num(s.median_tokens, "{:.0f}"), _num(s.cost, "${:.4f}"))
     # a file or a pipe gets the whole table, not 80 columns of it
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     console.print(table)

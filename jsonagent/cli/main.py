@@ -17,12 +17,11 @@ from .batch import batch
 from .exits import debug, guarded
 from .command import PlainCommand
 from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
-                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, MaxContextTokensOpt,
-                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OtelOpt, OutputChoice, PromptStyleChoice, PromptStyleOpt,
-                      RetriesOpt, RunOptions, SandboxChoice, SandboxOpt, StoreOpt,
-                      TemperatureOpt, ToolsOpt, interactive, text_arg)
-
+                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
+                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
+                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, OutputChoice,
+                      PromptStyleChoice, PromptStyleOpt, RetriesOpt, RunOptions, SandboxChoice,
+                      SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt, interactive, text_arg)
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode=None)  # plain help: rich costs ~90 ms per start
@@ -105,14 +104,15 @@ def run(ctx: typer.Context,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
         no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-        check_answers: CheckAnswersOpt = None):
+        check_answers: CheckAnswersOpt = None,
+        limit: LimitOpt = None):
     """Run one task and print its answer.
 
     The steps are shown live on stderr; the answer alone goes to stdout. Exit codes: 0
     completed, 1 failed, 2 usage or spec error, 3 max_steps, 4 needs_human, 5 stalled, 6
     the model failed for now (rate limited, unavailable, timed out: try again later), 7
     the model failed for good (authentication, bad request, context window, content
-    filter), 130 interrupted."""
+    filter), 8 limit_reached (a --limit), 130 interrupted."""
     from .display import Display
 
     display = Display(quiet=output is OutputChoice.json, stored=not no_store)
@@ -144,7 +144,8 @@ def resume(ctx: typer.Context,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
            sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
            no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-           check_answers: CheckAnswersOpt = None):
+           check_answers: CheckAnswersOpt = None,
+           limit: LimitOpt = None):
     """Go on with a paused or interrupted run.
 
     The model and tools the run recorded are used again; --model and --tools override them."""
@@ -197,7 +198,8 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
          no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-         check_answers: CheckAnswersOpt = None):
+         check_answers: CheckAnswersOpt = None,
+         limit: LimitOpt = None):
     """Talk with the agent, turn after turn.
 
     History and the code interpreter's variables carry over between turns; with --session

@@ -65,6 +65,8 @@ class RunOptions(BaseModel):
     no_kv_cache: bool = False
     otel: bool = False
     check_answers: bool | None = None
+    limit: list[str] = []
+    """Usage limits as NAME=VALUE (`--limit`), read by `usage_limits`."""
     given: set[str] = set()
     """The options set on the command line (the rest are defaults)."""
 
@@ -75,7 +77,7 @@ class RunOptions(BaseModel):
         names = [name for name in cls.model_fields if name != "given"]
         values = {name: ctx.params[name] for name in names}
         values = {k: (v.value if isinstance(v, Enum) else v) for k, v in values.items()}
-        for key in ("tools", "mcp", "mcp_config", "a2a", "fallback"):
+        for key in ("tools", "mcp", "mcp_config", "a2a", "fallback", "limit"):
             values[key] = list(values[key] or [])
         sources = {name: ctx.get_parameter_source(name) for name in names}
         given = {name for name, source in sources.items()
@@ -117,7 +119,8 @@ class RunOptions(BaseModel):
                     confirm=[CODE_TOOL] if self.confirm_code else [],
                     check_answers=self.check_answers,
                     retry=RetryConfig(retries=self.retries,
-                                      fallback_on_invalid=self.fallback_on_invalid))
+                                      fallback_on_invalid=self.fallback_on_invalid),
+                    limits=usage_limits(self.limit))
 
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
@@ -140,6 +143,28 @@ class RunOptions(BaseModel):
         the remote A2A agents."""
         return tool_sources(self.tools, self.mcp, self.mcp_config, self.mcp_prefix,
                             self.no_core_tools, self.a2a)
+
+
+def usage_limits(given: list[str]):
+    """`--limit NAME=VALUE`s as a config.UsageLimits; a bad one is a usage error (exit 2)."""
+    from ..config import UsageLimits
+    from ..errors import ConfigError
+
+    names = [n for n in UsageLimits.model_fields]
+    values: dict[str, str] = {}
+    for item in given:
+        name, eq, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not eq or name not in names:
+            raise ConfigError(f"--limit {item}: expected NAME=VALUE, NAME one of "
+                              f"{', '.join(names)}")
+        values[name] = value.strip().lstrip("$")
+    try:
+        return UsageLimits.model_validate(values)
+    except ValueError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"--limit {first['loc'][0]}={values[first['loc'][0]]}: "
+                          f"{first['msg']}") from None
 
 
 def tool_sources(tools: list[Path], mcp: list[str], mcp_config: list[Path],
@@ -236,6 +261,11 @@ NoKvCacheOpt = Annotated[bool, typer.Option(
     "--no-kv-cache",
     help="Local models: evaluate the system prompt again instead of loading it from "
          "$JSONAGENT_HOME/kv/.")]
+LimitOpt = Annotated[Optional[list[str]], typer.Option(
+    "--limit", metavar="NAME=VALUE",
+    help="A usage limit for each run (repeatable): requests, tool_calls, input_tokens, "
+         "output_tokens, total_tokens or cost (US dollars). Reaching one ends the run "
+         "limit_reached; the model is told what is left from warn_at (0.8) of it on.")]
 OtelOpt = Annotated[bool, typer.Option(
     "--otel",
     help="Send OpenTelemetry traces and metrics over OTLP/HTTP (to "

@@ -10,11 +10,11 @@ import typer
 
 from .exits import USAGE, fail, guarded
 from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
-                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, MaxContextTokensOpt,
-                      MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt,
-                      NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt, RetriesOpt,
-                      RunOptions, SandboxChoice, SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt)
-
+                      FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
+                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
+                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
+                      PromptStyleOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
+                      StoreOpt, TemperatureOpt, ToolsOpt)
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
 
@@ -57,7 +57,8 @@ def serve(ctx: typer.Context,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
           no_kv_cache: NoKvCacheOpt = False, otel: OtelOpt = False,
-          check_answers: CheckAnswersOpt = None):
+          check_answers: CheckAnswersOpt = None,
+          limit: LimitOpt = None):
     """Serve the agent: REST under /v1, A2A, and a web page at /.
 
     Runs are kept in the same store as the CLI's sessions; a restart takes them over."""

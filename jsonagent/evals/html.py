@@ -68,7 +68,8 @@ def render(report: Report, title: str = "eval") -> str:
         f"<td>{s.low:.2f}–{s.high:.2f}</td><td>{s.passed}</td><td>{s.failed}</td>"
         f"<td>{s.errors}</td><td>{_num(s.median_steps)}</td>"
         f"<td>{_num(s.median_seconds, '{:.2f}')}</td>"
-        f"<td>{_num(s.median_tokens, '{:,.0f}')}</td></tr>"
+        f"<td>{_num(s.median_tokens, '{:,.0f}')}</td>"
+        f"<td>{_num(s.cost, '${:.4f}')}</td></tr>"
         for s in summaries)
     comparisons = "".join(f"<p>{escape(report.compare(report.variants[0], v).sentence)}</p>"
                           for v in report.variants[1:])
@@ -80,7 +81,7 @@ def render(report: Report, title: str = "eval") -> str:
 runs scored: errors (the model endpoint failed, an evaluator could not score) are left out.</p>
 <table class="summary"><tr><th>variant</th><th>model</th><th>sampling</th><th>pass rate</th>
 <th>95% CI</th><th>pass</th><th>fail</th><th>errors</th><th>median steps</th><th>median s</th>
-<th>median tokens</th></tr>{rows}</table>
+<th>median tokens</th><th>cost</th></tr>{rows}</table>
 {_chart(summaries)}
 {comparisons}
 <h2>Runs</h2>

@@ -35,6 +35,8 @@ class Run:
     steps: int = 0
     seconds: float = 0.0
     tokens: int = 0
+    cost: float | None = None
+    """In US dollars; None when unknown (see usage.Usage.cost)."""
     model: str | None = None
     sampling: dict | None = None
     trace: list[dict] = field(default_factory=list)
@@ -52,6 +54,7 @@ class Run:
                    why=extra.get("why") or line.get("error"), scores=extra.get("scores", []),
                    steps=line.get("steps", 0), seconds=line.get("seconds", 0.0),
                    tokens=usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0),
+                   cost=usage.get("cost"),
                    model=extra.get("model"), sampling=extra.get("sampling"),
                    trace=extra.get("trace", []), tags=extra.get("tags", []),
                    dataset=extra.get("dataset"))
@@ -80,6 +83,8 @@ class Summary:
     median_steps: float | None
     median_seconds: float | None
     median_tokens: float | None
+    cost: float | None
+    """What all its runs cost, errors too (they were paid for); None when one's is unknown."""
     scores: dict[str, float]
     """Mean score per evaluator (a pass/fail one's is its pass rate), errors left out."""
 
@@ -187,6 +192,7 @@ class Report:
             median_steps=stats.middle([r.steps for r in scored]),
             median_seconds=stats.middle([r.seconds for r in scored]),
             median_tokens=stats.middle([r.tokens for r in scored]),
+            cost=None if any(r.cost is None for r in runs) else sum(r.cost for r in runs),
             scores={k: stats.mean(v) for k, v in means.items()})
 
     def by_tag(self, variant: str) -> dict[str, tuple[int, int]]:

@@ -91,6 +91,12 @@ class Capabilities:
     hooks: tuple = ()
     """Hooks (see hooks.py) the model needs on every run: a replayed script follows the
     run's model calls."""
+    provider: str | None = None
+    """Who bills its tokens, as genai-prices names providers (openai, anthropic, deepseek,
+    ...), for the run's cost (pricing.py). None: the one `base_url` names, when genai-prices
+    knows it; else the cost is unknown."""
+    free: bool = False
+    """Its tokens cost nothing, by declaration (in-process llama.cpp): its cost is 0."""
 
 
 def capabilities(model: Any) -> Capabilities:

@@ -78,6 +78,8 @@ class LocalModel:
     stops_on_cancel = True
     """A cancelled run's reply stops at the next token."""
     streams = True
+    free = True
+    """Its tokens are this machine's work: a run on it costs 0, by declaration."""
 
     def __init__(self, path: str | os.PathLike[str], config: LocalConfig | None = None,
                  on_status: OnStatus | None = None):

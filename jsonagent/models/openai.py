@@ -66,7 +66,7 @@ class OpenAIModel:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 0, temperature: float | None = 0.0,
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
-                 detect: bool = True):
+                 detect: bool = True, provider: str | None = None):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
 
@@ -74,7 +74,8 @@ class OpenAIModel:
         `repeat_penalty`, vLLM's `top_k`...), over what the server's detection sets.
         `detect`: ask the endpoint which server it is, once, when the model is first used
         (servers.py), and take that server's best JSON mode and sampling; OpenAI's own API
-        is never asked."""
+        is never asked. `provider` names who bills the tokens, for the run's cost, where the
+        URL does not say (a proxy; see pricing.py)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -88,6 +89,7 @@ class OpenAIModel:
             api_key = "no-key"  # local servers (llama.cpp, Ollama, vLLM) ignore it
         self.name = model
         self.base_url = base_url or "https://api.openai.com/v1"
+        self.provider = provider
         self.temperature = temperature
         self.sampling: dict = {} if temperature is None else {"temperature": temperature}
         """Sampling fields sent with each request; one the endpoint refuses is dropped."""

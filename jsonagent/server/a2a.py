@@ -148,7 +148,7 @@ class RunExecutor(AgentExecutor):
             await updater.requires_input(say(asked or approval_question(pending)))
         elif status == INTERRUPTED:
             await updater.cancel(say(event.get("error") or Reason.CANCELLED))
-        else:  # max_steps, stalled, failed, expired
+        else:  # max_steps, stalled, limit_reached, failed, expired
             await updater.failed(say(f"{status}: {event.get('error') or ''}".rstrip(": ")))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -73,6 +73,9 @@ class ToolSpec(BaseModel):
     """A person must approve each call before it runs."""
     repeatable: bool = False
     """Calls repeat on purpose (a polling tool): stall detection leaves them alone."""
+    max_calls: int | None = None
+    """Calls allowed in one run: one past it is refused with an observation saying so, and
+    the run goes on without the tool (limits.py). None: no limit of its own."""
     origin: str = "<dict>"
     """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
 
@@ -89,6 +92,7 @@ class ToolSpec(BaseModel):
         handler = outer.get("handler") or data.get("handler")
         confirm = bool(outer.get("confirm") or data.get("confirm"))
         repeatable = bool(outer.get("repeatable") or data.get("repeatable"))
+        max_calls = outer.get("max_calls") or data.get("max_calls")
         where = spec_where(origin, data)
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
@@ -121,7 +125,8 @@ class ToolSpec(BaseModel):
         make = cls.model_construct if trusted else cls
         return make(name=data["name"], description=data.get("description", ""),
                     parameters=params, returns=returns, handler=handler,
-                    confirm=confirm, repeatable=repeatable, origin=origin)
+                    confirm=confirm, repeatable=repeatable, max_calls=max_calls,
+                    origin=origin)
 
     def validate_args(self, args: Any) -> list[ArgError]:
         """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""

@@ -94,7 +94,8 @@ class Tool:
 
 
 def tool(fn: Callable | None = None, *, name: str | None = None,
-         description: str | None = None, confirm: bool = False, repeatable: bool = False) -> Any:
+         description: str | None = None, confirm: bool = False, repeatable: bool = False,
+         max_calls: int | None = None) -> Any:
     """Turn a typed function into a Tool; the schema comes from pydantic, the text from the docstring.
 
         @tool
@@ -107,11 +108,12 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
             '''
 
     `confirm=True` makes every call wait for a person's approval; `repeatable=True` marks a
-    tool that is called again on purpose (polling), which stall detection then leaves alone.
+    tool that is called again on purpose (polling), which stall detection then leaves alone;
+    `max_calls=N` allows N calls a run, and refuses the next with an observation saying so.
     """
     def wrap(f: Callable) -> Tool:
         return _make_tool(f, name=name, description=description, confirm=confirm,
-                          repeatable=repeatable)
+                          repeatable=repeatable, max_calls=max_calls)
 
     return wrap(fn) if fn is not None else wrap
 
@@ -129,7 +131,7 @@ def context_param(fn: Callable) -> str | None:
 
 
 def _make_tool(f: Callable, name: str | None, description: str | None, confirm: bool,
-               repeatable: bool = False) -> Tool:
+               repeatable: bool = False, max_calls: int | None = None) -> Tool:
     from pydantic import Field, create_model
 
     hints = get_type_hints(f, include_extras=True)
@@ -149,7 +151,8 @@ def _make_tool(f: Callable, name: str | None, description: str | None, confirm: 
         prop.pop("title", None)
     spec = ToolSpec.from_dict(
         {"name": name or f.__name__, "description": description or doc_summary,
-         "parameters": schema, "confirm": confirm, "repeatable": repeatable},
+         "parameters": schema, "confirm": confirm, "repeatable": repeatable,
+         **({} if max_calls is None else {"max_calls": max_calls})},
         origin=f"{f.__module__}.{f.__qualname__}",
     )
     call = _converted(f, hints) if fields else f

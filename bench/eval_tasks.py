@@ -5,9 +5,10 @@ and through llama.cpp's server, repeated, with the eval's statistics, paired tes
         --out bench/results/qwen2.5-coder-1.5b-instruct-q4/round7
 
 Variants: `local` is the in-process backend; `server` is the openai backend against
-`python -m llama_cpp.server` on 127.0.0.1, serving the same GGUF, in schema mode. Both run at
-temperature 0 with the same scripted person, approvals and max steps. The results file is
-the eval's checkpoint: run the same command again after a stop and it goes on.
+`python -m llama_cpp.server` on 127.0.0.1, serving the same GGUF, in schema mode; the other
+`server-...` variants are that with one change or all of them (bench/server_variants.py).
+All run at temperature 0 with the same scripted person, approvals and max steps. The results
+file is the eval's checkpoint: run the same command again after a stop and it goes on.
 
 Writes results.jsonl, report.html and summary.txt (the terminal table and the paired test).
 """
@@ -26,6 +27,7 @@ from typing import ClassVar
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "tests" / "e2e")]
 
+from server_variants import SERVER_VARIANTS, server_config, server_model  # noqa: E402
 from tasks import TASKS, Clock, scripted_human  # noqa: E402
 from tasks.embedding import answer_text  # noqa: E402
 
@@ -72,9 +74,7 @@ def model_for(variant: str, gguf: str, base_url: str | None):
 
     if variant == "local":
         return resolve_model(f"local:{gguf}", temperature=0.0)
-    from jsonagent.models.openai import OpenAIModel
-
-    return OpenAIModel("local", base_url=base_url, api_key="sk-local", temperature=0.0)
+    return server_model(variant, base_url)
 
 
 def factory(gguf: str, base_url: str | None, max_steps: int):
@@ -87,11 +87,11 @@ def factory(gguf: str, base_url: str | None, max_steps: int):
 
             own = [tool(fn, confirm=fn.__name__ in world.confirm) for fn in world.tools]
             extra = {"tools": [*core_tools(), *own], "output_type": world.output,
-                     "approve": lambda name, args: False}  # the person refuses every call put
+                     "approve": world.approve}  # by default the person refuses every call put
         return Agent(model=model_for(variant.name, gguf, base_url), max_steps=max_steps,
                      ask_human=scripted_human(task),
-                     config=AgentConfig(**({"json_mode": "schema"} if variant.name == "server"
-                                           else {})), **extra)
+                     config=AgentConfig(**(server_config(variant.name)
+                                           if variant.name in SERVER_VARIANTS else {})), **extra)
     return build
 
 
@@ -118,8 +118,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     ds = dataset(set(filter(None, args.kinds.split(","))), args.tasks)
     variants = [Variant(name=v) for v in args.variants.split(",")]
+    if unknown := {v.name for v in variants} - {"local", *SERVER_VARIANTS}:
+        p.error(f"unknown variants: {', '.join(sorted(unknown))}")
     with LlamaServer(gguf, n_ctx=8192, log=args.out / "server.log") \
-            if "server" in args.variants else _nothing() as server:
+            if any(v.name in SERVER_VARIANTS for v in variants) else _nothing() as server:
         build = factory(gguf, server.base_url if server else None, args.max_steps)
         with _Progress(len(ds.cases) * len(variants) * args.repeat, "eval",
                        lambda r: (r.extra or {}).get("verdict") == "fail") as bar:

@@ -12,6 +12,7 @@ a request with no such line evaluates its whole prompt, which only the first one
 The in-process figure is the usage it reports: prompt tokens less those reused from its KV
 cache or loaded from its disk cache of system prompts.
 
+Each model call's raw reply goes to OUT/VARIANT.jsonl, to see where two variants' runs part.
 Run it with PYTHONPATH at an older checkout to measure that checkout's library (the script
 asks nothing of the server variants but the keywords their names need).
 """
@@ -19,6 +20,7 @@ asks nothing of the server variants but the keywords their names need).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -38,8 +40,10 @@ HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prom
 WHOLE = "Llama.generate: full prompt already cached"
 
 
-def run_tasks(model, config: dict, ids: list[str], max_steps: int) -> dict:
-    totals = {"solved": 0, "calls": 0, "prompt": 0, "evaluated": 0, "first": None, "seconds": 0.0}
+def run_tasks(model, config: dict, ids: list[str], max_steps: int, replies: Path) -> dict:
+    """Runs the tasks one after another; each model call's raw reply goes to `replies`."""
+    totals = {"solved": 0, "calls": 0, "prompt": 0, "evaluated": 0, "first": None, "seconds": 0.0,
+              "laid_out": 0}
     for task in (t for t in TASKS if t.id in ids):
         world = task.embed() if task.embed else None
         extra = {} if world is None else {
@@ -49,8 +53,12 @@ def run_tasks(model, config: dict, ids: list[str], max_steps: int) -> dict:
         calls: list[int] = []  # each model call's prompt tokens
 
         def on_event(event, calls=calls):
-            if event.type == "model_call":
+            if event.type == "model_reply":
                 calls.append(event.usage.prompt_tokens)
+                totals["laid_out"] += _canonical(event.raw)
+                with replies.open("a") as f:
+                    f.write(json.dumps({"task": task.id, "step": event.step, "raw": event.raw,
+                                        "prompt_tokens": event.usage.prompt_tokens}) + "\n")
         agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
                       config=AgentConfig(**config), on_event=on_event, **extra)
         start, t0 = now_utc(), time.perf_counter()
@@ -67,6 +75,15 @@ def run_tasks(model, config: dict, ids: list[str], max_steps: int) -> dict:
         print(f"  {task.id}: {result.status}, {result.stats.model_calls} calls, "
               f"answer {answer[:80]!r}", flush=True)
     return totals
+
+
+def _canonical(raw: str) -> bool:
+    """The reply is laid out as llguidance lays it out in-process (", " and ": ", no other
+    space), which a server's grammar allows but does not force."""
+    try:
+        return raw == json.dumps(json.loads(raw), ensure_ascii=False)
+    except ValueError:
+        return False
 
 
 def from_log(log: Path, first_prompt: int) -> tuple[int, int]:
@@ -92,29 +109,33 @@ def main() -> None:
     args = p.parse_args()
     gguf = str(catalog.path(args.model))
     args.out.mkdir(parents=True, exist_ok=True)
+    for old in args.out.glob("*.jsonl"):
+        old.unlink()
     rows = []
     for name in args.variants.split(","):
         print(f"{name}:", flush=True)
         if name == "local":
             model = resolve_model(f"local:{gguf}", temperature=0.0)
-            t = run_tasks(model, {}, args.tasks, args.max_steps)
+            t = run_tasks(model, {}, args.tasks, args.max_steps, args.out / "local.jsonl")
             model.close()
             requests = t["calls"]
         else:
             log = args.out / f"{name}.log"
             with LlamaServer(gguf, n_ctx=8192, log=log) as server:
                 t = run_tasks(server_model(name, server.base_url), server_config(name),
-                              args.tasks, args.max_steps)
+                              args.tasks, args.max_steps, args.out / f"{name}.jsonl")
             t["evaluated"], requests = from_log(log, t["first"] or 0)
         rows.append((name, t, requests))
     print(f"\n{args.model}, tasks {' '.join(args.tasks)}\n")
     print("| variant | solved | model calls | requests | prompt tokens | evaluated | "
-          "evaluated per call | reused | s per call |\n|---|---|---|---|---|---|---|---|---|")
+          "evaluated per call | reused | s per call | replies in the in-process layout |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     for name, t, requests in rows:
         calls = max(t["calls"], 1)
         print(f"| {name} | {t['solved']}/{len(args.tasks)} | {t['calls']} | {requests} | "
               f"{t['prompt']} | {t['evaluated']} | {t['evaluated'] / calls:.0f} | "
-              f"{1 - t['evaluated'] / max(t['prompt'], 1):.0%} | {t['seconds'] / calls:.1f} |")
+              f"{1 - t['evaluated'] / max(t['prompt'], 1):.0%} | {t['seconds'] / calls:.1f} | "
+              f"{t['laid_out']}/{t['calls']} |")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def run_jsonagent(task, model, mode: str | None, run: str, max_steps: int, trans
     embedding = task.embed() if task.embed else None
     extra = {} if embedding is None else {
         "tools": embedded_tools(embedding), "output_type": embedding.output,
-        "approve": lambda name, args: False}  # the person refuses every call put to them
+        "approve": embedding.approve}  # by default the person refuses every call put to them
     agent = Agent(model=model, max_steps=max_steps, ask_human=scripted_human(task),
                   config=AgentConfig(json_mode=mode, prompt_style=style, stall_after=stall_after,
                                      thought_max_chars=thought_max, tool_calls=tool_calls),

@@ -18,6 +18,8 @@ scripted person, approvals and max steps:
                            repetition penalty, tool results as the user's words
     server-temp0, server-no-penalty, server-tool-calls   that, with one change of round 6 alone
     server-no-tool-calls   server without the tool-call form
+    server-results-alone, server-whole, server-all   server with each change of issue 37 that
+                           brings its prompt to the in-process one, or all (server_variants.py)
     object, prompt, react  the server in that JSON mode, or with ReAct text
     smolagents             smolagents' ToolCallingAgent on the same server, in its own virtual
                            environment (--smol-python; see smol_runner.py), scored by the same
@@ -54,6 +56,7 @@ from typing import ClassVar
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "tests" / "e2e")]
 
+from server_variants import SERVER_VARIANTS  # noqa: E402
 from tasks import TASKS, Clock, scripted_human  # noqa: E402
 from tasks.embedding import answer_text  # noqa: E402
 
@@ -69,12 +72,14 @@ factory makes it, and the check reads what must hold of it afterwards."""
 @dataclass(frozen=True)
 class Setup:
     """How a variant's agent is built. `config` is AgentConfig fields; `temperature` None is
-    the server's own; `penalty` keeps the server's repetition penalty."""
+    the server's own; `penalty` keeps the server's repetition penalty; `keywords` are the
+    OpenAIModel's (what the endpoint is declared to do)."""
 
     where: str = "server"  # local, server or smolagents
     config: tuple = (("json_mode", "schema"), ("tool_calls", True))
     temperature: float | None = 0.0
     penalty: bool = False
+    keywords: tuple = ()
 
     def variant(self, name: str) -> Variant:
         return Variant(name=name, temperature=self.temperature, config=dict(self.config))
@@ -95,6 +100,8 @@ VARIANTS: dict[str, Setup] = {
     "object": Setup(config=(("json_mode", "object"),)),
     "prompt": Setup(config=(("json_mode", "prompt"),)),
     "react": Setup(config=(("prompt_style", "react"), ("json_mode", None))),
+    **{name: Setup(keywords=tuple(kw.items())) for name, (kw, _) in SERVER_VARIANTS.items()
+       if name != "server"},
     "smolagents": Setup("smolagents", ()),
 }
 
@@ -139,7 +146,7 @@ def model_for(name: str, gguf: str, base_url: str | None, n_ctx: int):
     from jsonagent.models.openai import OpenAIModel
 
     model = OpenAIModel(Path(gguf).stem, base_url=base_url, api_key="sk-local",
-                        temperature=setup.temperature)
+                        temperature=setup.temperature, **dict(setup.keywords))
     if setup.penalty:
         model.sampling_extra = {}  # the server's own repetition penalty (1.1 on llama.cpp's)
     return model
@@ -156,7 +163,7 @@ def factory(gguf: str, base_url: str | None, max_steps: int, n_ctx: int = 8192, 
 
             own = [tool(fn, confirm=fn.__name__ in world.confirm) for fn in world.tools]
             extra = {"tools": [*core_tools(), *own], "output_type": world.output,
-                     "approve": lambda name, args: False}  # the person refuses every call put
+                     "approve": world.approve}  # by default the person refuses every call put
         model = model_for(variant.name, gguf, base_url, n_ctx)
         return Agent(model=wrap(model, variant) if wrap else model, max_steps=max_steps,
                      ask_human=scripted_human(task), config=AgentConfig(**variant.config),

@@ -67,12 +67,14 @@ def make_tools(ctx: RunContext, human) -> list:
 def embedded_tools(embedding) -> list:
     """The task's own functions as smolagents tools. smolagents has no approval step, so a
     call the person would refuse returns their refusal instead of running, as jsonagent's
-    approval does; a typed answer is checked on its text."""
+    approval does (a call the person approves runs); a typed answer is checked on its text."""
     import functools
 
     def refused(fn):
         @functools.wraps(fn)
         def ask_first(*args, **kwargs):
+            if embedding.approve(fn.__name__, kwargs):
+                return fn(*args, **kwargs)
             return "The person refused this call: do not run it."
         return ask_first
 

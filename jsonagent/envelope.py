@@ -60,7 +60,9 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
         shown = "; ".join(f"/args_list{e.path}: {e.message}" for e in errors[:4])
         more = f" (+{len(errors) - 4} more)" if len(errors) > 4 else ""
         return ReplyProblem("args", f"bad arguments for {found.name}: {shown}{more}", repairs)
-    return Parsed(step, repairs, note)
+    as_written = reading is None and not repairs and strict == {
+        "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
+    return Parsed(step, repairs, note, raw=text if as_written else None)
 
 
 def _read_dialect(text: str) -> dialects.Reading | None:

@@ -107,7 +107,8 @@ class Loop:
             s.steps.append(StepRecord(index=index, thought=step.thought, tool=step.tool_name,
                                       args=step.args_list, repairs=parsed.repairs,
                                       model_s=time.perf_counter() - t0, model=self._answered))
-            s.messages.append(Message(role="assistant", content=step.to_json()))
+            # the reply as written when it is the step exactly: an endpoint's cache holds it
+            s.messages.append(Message(role="assistant", content=parsed.raw or step.to_json()))
             self._reply_note = parsed.note  # what the model's reply made us ignore
             yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                            args=step.args_list, repairs=parsed.repairs))

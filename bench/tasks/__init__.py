@@ -236,6 +236,98 @@ TASKS += [
 ]
 
 
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def only_text(right: str, wrong: tuple[str, ...]) -> Checker:
+    """The answer names `right` and none of the `wrong` options (a list of every candidate
+    is no answer)."""
+    def check(answer: str, clock: Clock) -> bool:
+        low = str(answer).lower()
+        return right.lower() in low and not any(w.lower() in low for w in wrong)
+    return check
+
+
+def first_named(right: str, options: tuple[str, ...]) -> Checker:
+    """Of the options, the answer names `right` first (the reasons for not picking the others
+    may follow)."""
+    def check(answer: str, clock: Clock) -> bool:
+        low = str(answer).lower()
+        found = sorted((low.find(o.lower()), o) for o in (right, *options) if o.lower() in low)
+        return bool(found) and found[0][1] == right
+    return check
+
+
+def json_fields(**wanted: Any) -> Checker:
+    """A typed answer (as JSON) whose fields hold these values; a number within 0.01."""
+    def check(answer: str, clock: Clock) -> bool:
+        import json
+
+        try:
+            data = json.loads(answer)
+        except ValueError:
+            return False
+        if not isinstance(data, dict):
+            return False
+        for key, value in wanted.items():
+            got = data.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(got, bool) or not isinstance(got, (int, float)) \
+                        or not math.isclose(got, value, abs_tol=0.01, rel_tol=0):
+                    return False
+            elif str(got).strip().lower() != str(value).lower():
+                return False
+        return True
+    return check
+
+
+from . import embedding_gap as _g  # noqa: E402
+
+TASKS += [
+    # embed, of the kinds the server path missed (issue 37): computed numbers, sums of two
+    # lookups, the one tool that knows, the person asked once, picking from structured data
+    Task("embed-contract-weekday", "embed",
+         "Look up contract K-5190 and tell me which day of the week falls 100 days after its "
+         "start date.",
+         only_text("Saturday", tuple(d for d in WEEKDAYS if d not in ("Saturday", "Thursday"))),
+         embed=_g.contract_weekday, expected="Saturday (2027-02-11 + 100 days = 2027-05-22)"),
+    Task("embed-contract-term", "embed",
+         "How many days does contract K-17 run, from its signing to its end date?",
+         has_number(289), embed=_g.contract_term, expected="289 (2026-11-18 to 2027-09-03)"),
+    Task("embed-two-stores", "embed",
+         "How many units of item SK-3308 do the Dunmore and Kestrel Quay warehouses hold "
+         "together?", has_number(2251), embed=_g.two_stores, expected="2251 (1284 + 967; not 2663, all three)"),
+    Task("embed-currency-total", "embed",
+         "What is the total of order H-2207 in US dollars, rounded to cents?",
+         has_number(172.41, 0.011), embed=_g.currency_total, expected="172.41 (1840 NOK x 0.0937)"),
+    Task("embed-sla-share", "embed",
+         "Look up the Q2 support ticket figures and tell me what percentage of the tickets "
+         "closed in Q2 were closed within the SLA, to one decimal place.", has_number(85.3, 0.051), embed=_g.sla_share,
+         expected="85.3 (157 of 184)"),
+    Task("embed-depot-cutoff", "embed",
+         "What is the same-day dispatch cut-off time at the Lindqvist depot?",
+         has_text("14:45", "2:45"), embed=_g.depot_cutoff,
+         expected="14:45 (only depot_schedule has it)"),
+    Task("embed-asked-leave", "embed",
+         "Ask me for my employee number, then tell me how many days of leave I have left "
+         "this year.", has_number(16), human=("It's E-4471.",), embed=_g.asked_employee,
+         expected="16 (25 allowed - 9 taken)"),
+    Task("embed-picked-supplier", "embed",
+         "Which supplier quotes the lowest unit price for steel bolts among those that deliver "
+         "within 5 days? Give the supplier's name.",
+         first_named("Cobb", ("Norrby", "Arkwell", "Tarrow")), embed=_g.picked_supplier,
+         expected="Cobb & Daughters"),
+    Task("embed-typed-invoice", "embed",
+         "Summarise invoice INV-8841: its number, how many lines it has, and its total in euros.",
+         json_fields(invoice="INV-8841", lines=3, total_eur=146.3), embed=_g.typed_invoice,
+         expected='{"invoice": "INV-8841", "lines": 3, "total_eur": 146.3}'),
+    Task("embed-approved-refund", "embed",
+         "Order O-5512 was returned: refund the customer what they paid, then tell me the "
+         "refund's reference.", has_text("RF-10417"), embed=_g.approved_refund,
+         expected="RF-10417 (a refund of 64.9 EUR, which the person approves)"),
+]
+
+
 def scripted_human(task: Task) -> Callable[[str], str]:
     """The person: answers from the task's script in order, then says they cannot help."""
     answers = list(task.human)

@@ -3,8 +3,9 @@ a typed answer or a call the person refuses. The data is invented, so no model k
 
 Each task's `embed()` makes a fresh `Embedding` per run: its tools (plain typed functions
 with docstrings, which both frameworks turn into tools), the tools whose calls the scripted
-person is asked to approve (and refuses), the answer's type, and `holds()`, what must be
-true of the world after the run besides the answer (say, that a refused tool never ran).
+person is asked to approve (and whether they do: by default they refuse), the answer's type,
+and `holds()`, what must be true of the world after the run besides the answer (say, that a
+refused tool never ran).
 
 Pure standard library, like the rest of the task list.
 """
@@ -24,7 +25,9 @@ class ToolFailure(Exception):
 class Embedding:
     tools: list[Callable]
     confirm: set[str] = field(default_factory=set)
-    """Tools whose calls the person refuses."""
+    """Tools whose calls the person is asked to approve."""
+    approve: Callable[[str, dict], bool] = lambda name, args: False
+    """The person's decision on such a call (tool name, arguments): by default, refused."""
     output: type | None = None
     holds: Callable[[], bool] = lambda: True
     calls: dict[str, int] = field(default_factory=dict)

@@ -28,6 +28,9 @@ _TOOL_WORDS = ("tool", "role")
 # unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
 # ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
+# llama.cpp's server keeps a slot's prompt for the next request only with cache_prompt (its
+# default in recent builds, asked for anyway); the other local servers ignore the field.
+_KEEP_PROMPT = {"cache_prompt": True}
 _OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
@@ -66,7 +69,8 @@ class OpenAIModel:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, max_retries: int = 0, temperature: float | None = 0.0,
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
-                 detect: bool = True, provider: str | None = None):
+                 detect: bool = True, provider: str | None = None, *,
+                 keeps_max_length: bool = False, tool_results_alone: bool = False):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
 
@@ -75,7 +79,14 @@ class OpenAIModel:
         `detect`: ask the endpoint which server it is, once, when the model is first used
         (servers.py), and take that server's best JSON mode and sampling; OpenAI's own API
         is never asked. `provider` names who bills the tokens, for the run's cost, where the
-        URL does not say (a proxy; see pricing.py)."""
+        URL does not say (a proxy; see pricing.py).
+
+        `keeps_max_length`: the endpoint's grammar holds a schema's maxLength (llama.cpp's
+        servers do), so the thought's cap needs no streamed reply watched by the loop.
+        `tool_results_alone`: the endpoint takes a `tool` message (with its id) that no
+        assistant `tool_calls` announced, as llama-cpp-python's server does: each step is then
+        sent as its JSON alone, which its chat template renders exactly as in-process, instead
+        of the JSON followed by the call again (with the arguments JSON-encoded twice)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -101,6 +112,10 @@ class OpenAIModel:
         self._found = None
         self._found_lock = threading.Lock()
         self._api_key = api_key
+        self.request_extra: dict = {} if _is_openai(self.base_url) else dict(_KEEP_PROMPT)
+        """Other fields outside OpenAI's API, not sampling ones; dropped alike when refused."""
+        self.keeps_max_length = keeps_max_length
+        self.tool_results_alone = tool_results_alone
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -124,14 +139,16 @@ class OpenAIModel:
                  stop: list[str] | None = None,
                  on_delta: Callable[[str], None] | None = None) -> ModelReply:
         self._detected()
+        if self.tool_results_alone:  # the step's JSON already holds the call
+            messages = [{k: v for k, v in m.items() if k != "tool_calls"} for m in messages]
         kwargs = {"model": self.name, "messages": messages}
         if stop:
             kwargs["stop"] = stop
         if response_format is not None:
             kwargs["response_format"] = self._dialect(response_format)
         kwargs.update(self.sampling)
-        if self.sampling_extra:
-            kwargs["extra_body"] = dict(self.sampling_extra)
+        if self.sampling_extra or self.request_extra:
+            kwargs["extra_body"] = {**self.sampling_extra, **self.request_extra}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         streamed = on_delta is not None and self._streams
@@ -231,10 +248,12 @@ class OpenAIModel:
         if status not in _FORMAT_STATUSES:
             return False
         words = detail.lower()
-        refused = [k for k in [*self.sampling, *self.sampling_extra] if k in words]
+        refused = [k for k in [*self.sampling, *self.sampling_extra, *self.request_extra]
+                   if k in words]
         for key in refused:
             self.sampling.pop(key, None)
             self.sampling_extra.pop(key, None)
+            self.request_extra.pop(key, None)
         if refused:
             log.warning("%s refused %s (%s %s); sending requests without %s from now on",
                         self.base_url, ", ".join(refused), status, detail,

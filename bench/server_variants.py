@@ -1,0 +1,42 @@
+"""The server rows of issue 37, item 1: the openai backend against `llama_cpp.server`, as shipped
+and with each change that brings its requests to what the in-process backend feeds the model,
+alone and together (bench/token_diff.py shows what each one changes in the tokens).
+
+A variant is OpenAIModel keywords and AgentConfig fields; neither is a user-facing switch made
+for the benchmark: the keywords declare what an endpoint does, which server detection (issue
+37, item 6) sets for the servers it knows.
+
+    server                the backend as shipped: schema mode, the tool-call form, the reply
+                          streamed so the loop can hold the thought to its cap (llama-cpp-
+                          python's server sends no usage in a stream, so each step also sends a
+                          one-token request to count the prompt)
+    server-results-alone  each step sent as its JSON alone, its result in the tool turn with
+                          its id (`tool_results_alone`): the prompt is token for token the
+                          in-process one. As shipped, the template adds the call again after
+                          the JSON, with its arguments JSON-encoded twice
+    server-whole          whole replies (`keeps_max_length`: the server's grammar holds the
+                          thought's maxLength, as llguidance does in-process), so no stream and
+                          no counting request, which left the server's cache without the reply
+    server-all            both
+"""
+
+from __future__ import annotations
+
+SERVER_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "server": ({}, {}),
+    "server-results-alone": ({"tool_results_alone": True}, {}),
+    "server-whole": ({"keeps_max_length": True}, {}),
+    "server-all": ({"tool_results_alone": True, "keeps_max_length": True}, {}),
+}
+"""Name: (OpenAIModel keywords, AgentConfig fields on top of schema mode)."""
+
+
+def server_model(name: str, base_url: str, model: str = "local"):
+    from jsonagent.models.openai import OpenAIModel
+
+    keywords, _ = SERVER_VARIANTS[name]
+    return OpenAIModel(model, base_url=base_url, api_key="sk-local", temperature=0.0, **keywords)
+
+
+def server_config(name: str) -> dict:
+    return {"json_mode": "schema", **SERVER_VARIANTS[name][1]}

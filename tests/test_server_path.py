@@ -1,0 +1,74 @@
+"""What brings an endpoint's requests to the tokens the in-process backend feeds the model
+(issue 37): earlier replies kept as written, the cache field local servers take, tool results
+without the call echoed, and whole replies where the server's grammar holds the thought's cap."""
+
+import json
+
+from jsonagent import Agent, AgentConfig
+from jsonagent.envelope import parse_reply
+from jsonagent.models.openai import OpenAIModel
+from jsonagent.testing import ScriptedModel, step
+from jsonagent.tools.toolset import Toolset
+
+from openai_stub import OpenAIStub
+
+COMPACT = '{"thought":"the time first","tool_name":"GetTimeTools","args_list":{}}'
+DONE = json.dumps(step("TaskCompleteTool", {"output": "4"}, "done"))
+
+
+def test_a_reply_that_is_the_step_exactly_is_kept_as_written():
+    toolset = Toolset.build()
+    assert parse_reply(COMPACT, toolset).raw == COMPACT
+    assert parse_reply(' ' + COMPACT + '\n', toolset).raw == ' ' + COMPACT + '\n'
+
+
+def test_a_repaired_reply_keeps_the_canonical_step():
+    toolset = Toolset.build()
+    assert parse_reply(COMPACT.replace("GetTimeTools", "gettimetools"), toolset).raw is None
+    assert parse_reply("```json\n" + COMPACT + "\n```", toolset).raw is None
+    assert parse_reply(COMPACT[:-1], toolset).raw is None  # closed by the repairer
+
+
+def test_the_history_shows_the_reply_byte_for_byte():
+    model = ScriptedModel([COMPACT, DONE])
+    Agent(model=model).run("x")
+    shown = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "assistant"]
+    assert shown == [COMPACT]
+
+
+def test_a_local_server_is_asked_to_keep_the_prompt_and_openai_is_not():
+    with OpenAIStub([DONE]) as stub:
+        reply = OpenAIModel("m", base_url=stub.url, api_key="k").complete(
+            [{"role": "user", "content": "x"}], None)
+    assert stub.requests[0]["body"]["cache_prompt"] is True
+    assert "cache_prompt" not in reply.sampling  # not a sampling setting
+    assert OpenAIModel("m", api_key="k").request_extra == {}
+
+
+def test_a_server_that_refuses_cache_prompt_gets_requests_without_it():
+    refusal = (400, {"error": {"message": "Unrecognized request argument: cache_prompt"}})
+    with OpenAIStub([refusal, DONE]) as stub:
+        OpenAIModel("m", base_url=stub.url, api_key="k").complete(
+            [{"role": "user", "content": "x"}], None)
+    assert "cache_prompt" not in stub.requests[1]["body"]
+
+
+def test_tool_results_alone_sends_the_step_without_its_call_echoed():
+    with OpenAIStub([json.dumps(step("GetTimeTools", {}, "t")), DONE, DONE]) as stub:
+        Agent(model=OpenAIModel("m", base_url=stub.url, api_key="k",
+                                tool_results_alone=True)).run("x")
+    messages = stub.requests[1]["body"]["messages"]
+    assistant = next(m for m in messages if m["role"] == "assistant")
+    result = next(m for m in messages if m["role"] == "tool")
+    assert "tool_calls" not in assistant and json.loads(assistant["content"])["tool_name"] == "GetTimeTools"
+    assert result["tool_call_id"].startswith("call_")
+
+
+def test_a_server_whose_grammar_keeps_max_length_gets_whole_replies():
+    with OpenAIStub([DONE, DONE]) as stub:
+        Agent(model=OpenAIModel("m", base_url=stub.url, api_key="k"),
+              config=AgentConfig(json_mode="schema")).run("x")
+        Agent(model=OpenAIModel("m", base_url=stub.url, api_key="k", keeps_max_length=True),
+              config=AgentConfig(json_mode="schema")).run("x")
+    streamed = [r["body"].get("stream", False) for r in stub.requests]
+    assert streamed == [True, False]  # watched for the thought's cap, then not needed

@@ -18,8 +18,9 @@ scripted person, approvals and max steps:
                            repetition penalty, tool results as the user's words
     server-temp0, server-no-penalty, server-tool-calls   that, with one change of round 6 alone
     server-no-tool-calls   server without the tool-call form
-    server-results-alone, server-whole, server-all   server with each change of issue 37 that
-                           brings its prompt to the in-process one, or all (server_variants.py)
+    server-before, server-results-alone, server-whole   server without the two changes of
+                           issue 37 that bring its prompt to the in-process one, or with one
+                           alone (server_variants.py)
     object, prompt, react  the server in that JSON mode, or with ReAct text
     smolagents             smolagents' ToolCallingAgent on the same server, in its own virtual
                            environment (--smol-python; see smol_runner.py), scored by the same

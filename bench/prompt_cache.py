@@ -1,7 +1,7 @@
 """The prompt tokens each model call evaluates, in-process and through `llama_cpp.server`
 (issue 37, item 5), on a short run of a few bench tasks:
 
-    python bench/prompt_cache.py --variants local,server,server-all \
+    python bench/prompt_cache.py --variants local,server-before,server \
         --tasks embed-chained-orders embed-two-stores
 
 Each server variant (bench/server_variants.py) gets a fresh server, and runs the tasks one
@@ -102,7 +102,7 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="qwen2.5-coder-1.5b")
-    p.add_argument("--variants", default="local,server,server-all")
+    p.add_argument("--variants", default="local,server-before,server")
     p.add_argument("--tasks", nargs="+", default=["embed-chained-orders", "embed-two-stores"])
     p.add_argument("--max-steps", type=int, default=8)
     p.add_argument("--out", type=Path, default=Path("/tmp/prompt_cache"))

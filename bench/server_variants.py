@@ -6,27 +6,29 @@ A variant is OpenAIModel keywords and AgentConfig fields; neither is a user-faci
 for the benchmark: the keywords declare what an endpoint does, which server detection (issue
 37, item 6) sets for the servers it knows.
 
-    server                the backend as shipped: schema mode, the tool-call form, the reply
-                          streamed so the loop can hold the thought to its cap (llama-cpp-
-                          python's server sends no usage in a stream, so each step also sends a
-                          one-token request to count the prompt)
-    server-results-alone  each step sent as its JSON alone, its result in the tool turn with
-                          its id (`tool_results_alone`): the prompt is token for token the
-                          in-process one. As shipped, the template adds the call again after
-                          the JSON, with its arguments JSON-encoded twice
-    server-whole          whole replies (`keeps_max_length`: the server's grammar holds the
-                          thought's maxLength, as llguidance does in-process), so no stream and
-                          no counting request, which left the server's cache without the reply
-    server-all            both
+    server                the backend as shipped: server detection finds llama-cpp-python and
+                          declares both changes below (servers.py)
+    server-before         neither change, as round 6 shipped it: schema mode, the tool-call
+                          form, the reply streamed so the loop can hold the thought to its cap
+                          (llama-cpp-python's server sends no usage in a stream, so each step
+                          also sends a one-token request to count the prompt)
+    server-results-alone  only this change: each step sent as its JSON alone, its result in
+                          the tool turn with its id (`tool_results_alone`): the prompt is token
+                          for token the in-process one. Without it, the template adds the call
+                          again after the JSON, with its arguments JSON-encoded twice
+    server-whole          only this change: whole replies (`keeps_max_length`: the server's
+                          grammar holds the thought's maxLength, as llguidance does
+                          in-process), so no stream and no counting request, which left the
+                          server's cache without the reply
 """
 
 from __future__ import annotations
 
 SERVER_VARIANTS: dict[str, tuple[dict, dict]] = {
     "server": ({}, {}),
-    "server-results-alone": ({"tool_results_alone": True}, {}),
-    "server-whole": ({"keeps_max_length": True}, {}),
-    "server-all": ({"tool_results_alone": True, "keeps_max_length": True}, {}),
+    "server-before": ({"tool_results_alone": False, "keeps_max_length": False}, {}),
+    "server-results-alone": ({"tool_results_alone": True, "keeps_max_length": False}, {}),
+    "server-whole": ({"tool_results_alone": False, "keeps_max_length": True}, {}),
 }
 """Name: (OpenAIModel keywords, AgentConfig fields on top of schema mode)."""
 

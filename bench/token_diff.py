@@ -2,7 +2,7 @@
 and the ones the model behind `llama_cpp.server` sees (issue 37, item 1).
 
     python bench/token_diff.py --variant server            # the server path as shipped
-    python bench/token_diff.py --variant server-all --full # every token, side by side
+    python bench/token_diff.py --variant server --full # every token, side by side
 
 The same agent (a bench embedding task's tools, a scripted person) runs twice on the same
 scripted replies:

@@ -163,3 +163,16 @@ def test_detection_can_be_turned_off_and_openai_is_never_asked():
     assert gets == [] and "cache_prompt" not in chats[0]
     assert next(e for e in events if e.type == "run_start").server is None
     assert OpenAIModel("gpt-4o-mini", api_key="sk-test").server is None
+
+
+@pytest.mark.parametrize("recorded,whole,alone", [
+    (LLAMA_CPP, True, False), (LLAMA_CPP_PYTHON, True, True), (OLLAMA, False, False),
+    (SOMEONE_ELSE, False, False)], ids=["llama.cpp", "llama-cpp-python", "ollama", "unknown"])
+def test_what_a_server_does_with_a_prompt_comes_from_its_profile_unless_declared(
+        recorded, whole, alone):
+    with serve(recorded) as api:
+        model = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test")
+        assert (model.keeps_max_length, model.tool_results_alone) == (whole, alone)
+        said = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test",
+                           keeps_max_length=False, tool_results_alone=False)
+        assert (said.keeps_max_length, said.tool_results_alone) == (False, False)

@@ -1,5 +1,5 @@
 """What brings an endpoint's requests to the tokens the in-process backend feeds the model
-(issue 37): earlier replies kept as written, the cache field local servers take, tool results
+(issue 37): earlier replies kept as written (llama.cpp's cache_prompt is its detected profile's: servers.py), tool results
 without the call echoed, and whole replies where the server's grammar holds the thought's cap."""
 
 import json
@@ -34,23 +34,6 @@ def test_the_history_shows_the_reply_byte_for_byte():
     Agent(model=model).run("x")
     shown = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "assistant"]
     assert shown == [COMPACT]
-
-
-def test_a_local_server_is_asked_to_keep_the_prompt_and_openai_is_not():
-    with OpenAIStub([DONE]) as stub:
-        reply = OpenAIModel("m", base_url=stub.url, api_key="k").complete(
-            [{"role": "user", "content": "x"}], None)
-    assert stub.requests[0]["body"]["cache_prompt"] is True
-    assert "cache_prompt" not in reply.sampling  # not a sampling setting
-    assert OpenAIModel("m", api_key="k").request_extra == {}
-
-
-def test_a_server_that_refuses_cache_prompt_gets_requests_without_it():
-    refusal = (400, {"error": {"message": "Unrecognized request argument: cache_prompt"}})
-    with OpenAIStub([refusal, DONE]) as stub:
-        OpenAIModel("m", base_url=stub.url, api_key="k").complete(
-            [{"role": "user", "content": "x"}], None)
-    assert "cache_prompt" not in stub.requests[1]["body"]
 
 
 def test_tool_results_alone_sends_the_step_without_its_call_echoed():

@@ -28,9 +28,6 @@ _TOOL_WORDS = ("tool", "role")
 # unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
 # ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
-# llama.cpp's server keeps a slot's prompt for the next request only with cache_prompt (its
-# default in recent builds, asked for anyway); the other local servers ignore the field.
-_KEEP_PROMPT = {"cache_prompt": True}
 _OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
@@ -70,7 +67,7 @@ class OpenAIModel:
                  timeout: float = 120.0, max_retries: int = 0, temperature: float | None = 0.0,
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
                  detect: bool = True, provider: str | None = None, *,
-                 keeps_max_length: bool = False, tool_results_alone: bool = False):
+                 keeps_max_length: bool | None = None, tool_results_alone: bool | None = None):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
 
@@ -86,7 +83,8 @@ class OpenAIModel:
         `tool_results_alone`: the endpoint takes a `tool` message (with its id) that no
         assistant `tool_calls` announced, as llama-cpp-python's server does: each step is then
         sent as its JSON alone, which its chat template renders exactly as in-process, instead
-        of the JSON followed by the call again (with the arguments JSON-encoded twice)."""
+        of the JSON followed by the call again (with the arguments JSON-encoded twice).
+        None takes what the detected server's profile says (servers.py)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -112,10 +110,8 @@ class OpenAIModel:
         self._found = None
         self._found_lock = threading.Lock()
         self._api_key = api_key
-        self.request_extra: dict = {} if _is_openai(self.base_url) else dict(_KEEP_PROMPT)
-        """Other fields outside OpenAI's API, not sampling ones; dropped alike when refused."""
-        self.keeps_max_length = keeps_max_length
-        self.tool_results_alone = tool_results_alone
+        self._declared = {"keeps_max_length": keeps_max_length,
+                          "tool_results_alone": tool_results_alone}
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -147,8 +143,8 @@ class OpenAIModel:
         if response_format is not None:
             kwargs["response_format"] = self._dialect(response_format)
         kwargs.update(self.sampling)
-        if self.sampling_extra or self.request_extra:
-            kwargs["extra_body"] = {**self.sampling_extra, **self.request_extra}
+        if self.sampling_extra:
+            kwargs["extra_body"] = dict(self.sampling_extra)
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         streamed = on_delta is not None and self._streams
@@ -206,6 +202,21 @@ class OpenAIModel:
         return found.profile.json_mode if found is not None and found.profile else "object"
 
     @property
+    def keeps_max_length(self) -> bool:
+        return self._said("keeps_max_length")
+
+    @property
+    def tool_results_alone(self) -> bool:
+        return self._said("tool_results_alone")
+
+    def _said(self, name: str) -> bool:
+        """What the caller declared the endpoint does, else what its server's profile says."""
+        if self._declared[name] is not None:
+            return self._declared[name]
+        found = self._detected()
+        return bool(found is not None and found.profile and getattr(found.profile, name))
+
+    @property
     def context_tokens(self) -> int | None:
         found = self._detected()
         return found.context_tokens if found is not None else None
@@ -248,12 +259,11 @@ class OpenAIModel:
         if status not in _FORMAT_STATUSES:
             return False
         words = detail.lower()
-        refused = [k for k in [*self.sampling, *self.sampling_extra, *self.request_extra]
+        refused = [k for k in [*self.sampling, *self.sampling_extra]
                    if k in words]
         for key in refused:
             self.sampling.pop(key, None)
             self.sampling_extra.pop(key, None)
-            self.request_extra.pop(key, None)
         if refused:
             log.warning("%s refused %s (%s %s); sending requests without %s from now on",
                         self.base_url, ", ".join(refused), status, detail,

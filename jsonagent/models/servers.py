@@ -36,6 +36,10 @@ class Profile:
     """Send a schema as `{"type": "json_object", "schema": ...}` (llama-cpp-python's dialect)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Sampling fields outside OpenAI's API, sent with every request."""
+    keeps_max_length: bool = False
+    """Its grammar holds a schema's maxLength: the thought's cap needs no watched stream."""
+    tool_results_alone: bool = False
+    """It takes a `tool` message no assistant `tool_calls` announced (see OpenAIModel)."""
     why: str = ""
 
 
@@ -44,11 +48,13 @@ PROFILES = {
     # only with cache_prompt (the default since late 2024, not before); repeat_penalty was
     # 1.1 by default in older builds
     "llama.cpp": Profile("schema", extra={"cache_prompt": True, "repeat_penalty": 1.0},
+                         keeps_max_length=True,
                          why="json_schema grammar; prompt cache on; no repetition penalty"),
     # its response_format takes only text and json_object (with a schema: a grammar);
     # repeat_penalty defaults to 1.1
     "llama-cpp-python": Profile("schema", schema_as_json_object=True,
-                                extra={"repeat_penalty": 1.0},
+                                extra={"repeat_penalty": 1.0}, keeps_max_length=True,
+                                tool_results_alone=True,
                                 why="schema as json_object+schema (its dialect); no "
                                     "repetition penalty"),
     # format=schema through its OpenAI API since 0.5; its repeat_penalty and num_ctx are

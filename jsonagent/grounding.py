@@ -15,10 +15,11 @@ What counts as seen, so that a right answer is not nudged:
 - integers from 0 to 10: counts, list positions, "2 of them";
 - one arithmetic step (+, -, x, /) from two numbers seen (for a number written to the
   unit or finer; a rounded one, `48 thousand`, must round one seen), or from one and a constant
-  (1-10, 12, 24, 60, 100, 1000): a total of two looked-up figures, a percentage, a date a
-  week on. More steps take code, and what code prints is seen. Past MAX_OPERANDS numbers
-  seen, only steps with a constant count, or pairs of so many numbers would cover nearly
-  any figure by chance;
+  (1-10, 12, 24, 60, 100, 1000), never two constants: a total of two looked-up figures, a
+  percentage, a date a week on; and as one step too, a change between two seen as a share
+  (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
+  what code prints is seen. Past MAX_OPERANDS numbers seen, only steps with a constant
+  count, or pairs of so many numbers would cover nearly any figure by chance;
 - a number named in an earlier nudge of the run: the model confirmed it;
 - after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
   compute, not a judge.
@@ -106,19 +107,27 @@ def sources(state: RunState, final: str) -> Iterator[Mention]:
 
 
 class Seen:
-    """The values seen, sorted, and what one arithmetic step makes of them."""
+    """The values seen, sorted, and what one arithmetic step makes of them: two seen, or one
+    seen and a constant, never two constants (72 is 8 x 9, and 8 and 9 were seen nowhere)."""
 
     def __init__(self, values: Iterable[float]):
-        self.values = sorted({abs(v) for v in values} | set(CONSTANTS))
-        few = len(self.values) <= MAX_OPERANDS + len(CONSTANTS)
-        self.left = [v for v in self.values if v] if few else list(CONSTANTS)
+        seen = {abs(v) for v in values}
+        self.seen = sorted(seen)
+        self.values = sorted(seen | set(CONSTANTS))
+        """What the other operand of a step may be."""
+        few = len(seen) <= MAX_OPERANDS
+        self.left = [v for v in self.seen if v] if few else list(CONSTANTS)
+        """The operands a step starts from; past MAX_OPERANDS, the constants, and the other
+        operand must then be seen (`self.values` would let a constant meet a constant)."""
+        if not few:
+            self.values = self.seen
 
     def shows(self, mention: Mention) -> bool:
         return any(self._shows(x, p / 2 * (1 + 1e-9) + 1e-9 * x, p <= 1)
                    for x, p in mention.readings)
 
     def _shows(self, x: float, tol: float, derived: bool) -> bool:
-        if self._any(x - tol, x + tol):
+        if self._any(x - tol, x + tol, self.seen):
             return True
         if not derived:  # a rounded figure (48 thousand) is one seen, rounded: with its
             return False  # wide margin, a step from anything would match by chance
@@ -129,13 +138,19 @@ class Seen:
                       (a * (x - tol), a * (x + tol))]  # b / a
             if x > tol:
                 ranges.append((a / (x + tol), a / (x - tol)))  # a / b
-            if any(self._any(lo, hi) for lo, hi in ranges if hi > 0):
+            if x < 10:  # a share of change, as a fraction (8.1% reads 0.081 too): b = a(1 ± x)
+                ranges += [(a * (1 + x - tol), a * (1 + x + tol)),
+                           (a * (1 - x - tol), a * (1 - x + tol))]
+            if tol < x < 1:  # a's share of the total of a and b: b = a(1/x - 1)
+                ranges.append((a * (1 / (x + tol) - 1), a * (1 / (x - tol) - 1)))
+            if any(self._any(lo, hi, self.values) for lo, hi in ranges if hi > 0):
                 return True
         return False
 
-    def _any(self, lo: float, hi: float) -> bool:
-        at = bisect_left(self.values, lo)
-        return at < len(self.values) and self.values[at] <= hi
+    @staticmethod
+    def _any(lo: float, hi: float, among: list[float]) -> bool:
+        at = bisect_left(among, lo)
+        return at < len(among) and among[at] <= hi
 
 
 def _small(mention: Mention) -> bool:

@@ -64,8 +64,11 @@ def in_text(text: str) -> list[Mention]:
     found: list[Mention] = []
     taken = [False] * len(text)
     for m in _DOTTED.finditer(text):
-        for part in re.finditer(r"\d+", m.group()):
-            found.append(Mention(part.group(), ((float(part.group()), 1.0),)))
+        parts = m.group().split(".")
+        # the first two parts read as a decimal too: "Python 3.12" is seen in 3.12.1
+        head = ((float(f"{parts[0]}.{parts[1]}"), 10.0 ** -len(parts[1])),)
+        for i, part in enumerate(parts):
+            found.append(Mention(part, ((float(part), 1.0), *(head if i == 0 else ()))))
         taken[m.start():m.end()] = [True] * (m.end() - m.start())
     for m in _DIGITS.finditer(text):
         if taken[m.start()]:

@@ -163,3 +163,16 @@ def test_check_answers_is_a_cli_option(tmp_path):
     assert json.loads(checked.stdout)["stats"]["answer_nudges"] == 1, checked.stderr
     unchecked = cli("run", "Total?", "--model", model, "--output", "json", "--no-store", env=env)
     assert json.loads(unchecked.stdout)["stats"]["answer_nudges"] == 0, unchecked.stderr
+
+
+def test_two_constants_make_no_number_seen():
+    s = state("Anything?", ("get_order", {"note": "none"}))
+    assert unseen(s, "It is 72, or 1024, or 83.33.") == ["72", "1024", "83.33"]
+
+
+def test_a_change_as_a_share_and_a_version_prefix_are_seen():
+    s = state("How did sales go?", ("get_sales", {"before": 48213, "after": 52100,
+                                                  "python": "3.12.1"}))
+    assert unseen(s, "Sales grew 8.1% (8.06%), on Python 3.12.") == []
+    s = state("How did sales go?", ("get_sales", {"before": 48213, "after": 52100}))
+    assert unseen(s, "Sales grew 9.4%.") == ["9.4%"]

@@ -131,3 +131,28 @@ def _typing(page, item: str, timeout: float = 20) -> str:
             return text
         time.sleep(0.05)
     raise AssertionError(f"no thought typed into {item}: {page.inner_text('#steps')}")
+
+
+def test_the_first_steps_thought_is_typed_too(serve):
+    """The page's run streams from its first model call (it posts with stream: true), so
+    the first step, the longest wait, is typed as it is written."""
+    from test_server_stream import LONG
+
+    server = serve({"chunk": 3, "delay": 0.04,
+                    "replies": [step("GetTimeTools", {"timezone": "UTC"}, LONG),
+                                step("TaskCompleteTool", {"output": "42"}, "done")]})
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox"], timeout=30_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(server.url + "/")
+            page.fill("#input", "What time is it?")
+            page.click("#ask button")
+            seen = _typing(page, '#steps li[data-step="1"]')
+            assert seen and LONG.startswith(seen) and seen != LONG  # part of it, as written
+            shows(page, "#run-status", "completed")
+            assert page.inner_text('#steps li[data-step="1"] .thought') == LONG
+        finally:
+            browser.close()

@@ -132,7 +132,8 @@ def _plan(runner: Runner, body: RunAgentInput) -> Plan:
         # interrupt it still waits on is offered again, one answered already never is
         if public_status(last) in SERVER_FINAL and message is None:
             return Plan(problem=f"thread {thread} has no run to go on with: send a message")
-        return Plan(run_id=last.id, after=0 if waiting is None else last.state.seq - 1)
+        return Plan(run_id=last.id, after=last.state.seq - 1 if waiting is not None
+                    else _stretch(runner, last.id))
     if waiting is not None:
         return Plan(problem=f"thread {thread} waits for interrupt {interrupt_id(waiting)}: "
                             "answer it with a resume entry first")
@@ -179,6 +180,14 @@ def _answer(runner: Runner, waiting: Any, decision: dict[str, Any]) -> Plan:
     # the run goes on after its pause; its sub-runs' stories so far are told already
     return Plan(run_id=waiting.id, after=waiting.state.seq,
                 subs=seen_so_far(runner.store, waiting.id))
+
+
+def _stretch(runner: Runner, run_id: str) -> int:
+    """Where the run's current stretch began: after its last pause, whose AG-UI run ended
+    with that pause (a reconnect tells this stretch, not the answered ones again)."""
+    pauses = [e["seq"] for e in runner.store.events(run_id)
+              if e["type"] == "run_end" and e["status"] == NEEDS_HUMAN]
+    return pauses[-1] if pauses else 0
 
 
 def _invalid(payload: Any, schema: dict[str, Any]) -> str | None:
@@ -302,6 +311,10 @@ async def _finish(runner: Runner, thread: str, run_id: str, end: dict[str, Any])
                                outcome={"type": "success"})
     elif status == NEEDS_HUMAN:
         info = await asyncio.to_thread(runner.get, run_id)
+        if info.status != NEEDS_HUMAN:  # answered meanwhile, by another client
+            yield RunErrorEvent(message=f"run {run_id} has gone on since it paused: send "
+                                        "the input again to follow it", code="moved_on")
+            return
         yield StateSnapshotEvent(snapshot=snapshot(info))
         if is_frontend(info.state.pending):
             call = await asyncio.to_thread(_waiting_call, runner, info)

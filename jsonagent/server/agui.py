@@ -20,8 +20,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ag_ui.core import (RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent,
-                        StateSnapshotEvent)
+from ag_ui.core import (RunAgentInput, RunErrorEvent, RunFinishedCancelledOutcome,
+                        RunFinishedEvent, RunStartedEvent, StateSnapshotEvent)
 from ag_ui.encoder import EventEncoder
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
@@ -154,7 +154,7 @@ def _resume(runner: Runner, body: RunAgentInput, last: Any, waiting: Any) -> Pla
             return Plan(problem=f"interrupt {entry.interrupt_id} is not open on thread "
                                 f"{body.thread_id} ({state})")
     entry = entries[-1]
-    if entry.status == "cancelled":
+    if entry.status != "resolved":  # the spec's only other: the person abandoned it
         try:
             runner.cancel(waiting.id)
         except Conflict as exc:
@@ -325,7 +325,7 @@ async def _finish(runner: Runner, thread: str, run_id: str, end: dict[str, Any])
             yield RunFinishedEvent(thread_id=thread, run_id=run_id,
                                    outcome={"type": "interrupt", "interrupts": [item]})
     elif status == INTERRUPTED:
-        yield RunFinishedEvent(thread_id=thread, run_id=run_id, outcome={"type": "cancelled"})
+        yield RunFinishedEvent(thread_id=thread, run_id=run_id, outcome=RunFinishedCancelledOutcome())
     else:  # failed, stalled, out of steps or limits, expired
         yield RunErrorEvent(message=end.get("error") or f"the run ended {status}", code=status)
 

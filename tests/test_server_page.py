@@ -5,6 +5,7 @@ answer shown, and no model or tool text ever run as HTML."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,17 @@ def shows(page, selector: str, text: str, timeout: float = 15) -> None:
 def test_the_thought_is_typed_into_the_step_before_it_ends(serve):
     from test_server_stream import LONG, SLOW
 
-    server = serve(SLOW)
+    with _asked(serve(SLOW), "What time is it?") as page:
+        seen = _typing(page, '#steps li[data-step="2"]')
+        assert seen and LONG.startswith(seen) and seen != LONG  # part of it, as written
+        shows(page, "#run-status", "completed")
+        assert page.inner_text('#steps li[data-step="2"] .thought') == LONG
+        assert page.evaluate("document.querySelectorAll('#steps li.writing').length") == 0
+
+
+@contextmanager
+def _asked(server, question: str):
+    """The page in Chromium, with `question` just asked."""
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                     args=["--no-sandbox"], timeout=30_000)
@@ -106,13 +117,9 @@ def test_the_thought_is_typed_into_the_step_before_it_ends(serve):
             page = browser.new_page()
             page.set_default_timeout(15_000)
             page.goto(server.url + "/")
-            page.fill("#input", "What time is it?")
+            page.fill("#input", question)
             page.click("#ask button")
-            seen = _typing(page, '#steps li[data-step="2"]')
-            assert seen and LONG.startswith(seen) and seen != LONG  # part of it, as written
-            shows(page, "#run-status", "completed")
-            assert page.inner_text('#steps li[data-step="2"] .thought') == LONG
-            assert page.evaluate("document.querySelectorAll('#steps li.writing').length") == 0
+            yield page
         finally:
             browser.close()
 
@@ -131,3 +138,18 @@ def _typing(page, item: str, timeout: float = 20) -> str:
             return text
         time.sleep(0.05)
     raise AssertionError(f"no thought typed into {item}: {page.inner_text('#steps')}")
+
+
+def test_the_first_steps_thought_is_typed_too(serve):
+    """The page's run streams from its first model call (it posts with stream: true), so
+    the first step, the longest wait, is typed as it is written."""
+    from test_server_stream import LONG
+
+    server = serve({"chunk": 3, "delay": 0.04,
+                    "replies": [step("GetTimeTools", {"timezone": "UTC"}, LONG),
+                                step("TaskCompleteTool", {"output": "42"}, "done")]})
+    with _asked(server, "What time is it?") as page:
+        seen = _typing(page, '#steps li[data-step="1"]')
+        assert seen and LONG.startswith(seen) and seen != LONG  # part of it, as written
+        shows(page, "#run-status", "completed")
+        assert page.inner_text('#steps li[data-step="1"] .thought') == LONG

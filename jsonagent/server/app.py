@@ -1,5 +1,5 @@
-"""The HTTP server: the REST API under /v1 (routes.py), server-sent events, A2A and the page
-at /, behind the guard (guard.py).
+"""The HTTP server: the REST API under /v1 (routes.py), server-sent events, A2A, AG-UI at
+/ag-ui (agui.py) and the page at /, behind the guard (guard.py).
 
 Thin: every route reads the store or asks the `Runner`; the runs themselves go on in the
 runner's worker threads.
@@ -100,8 +100,10 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
         return Response(_asset(name), media_type=ASSETS[name])
 
     from .a2a import mount
+    from .agui import mount as mount_agui
 
     mount(app, runner, base_url, token)
+    mount_agui(app, runner)
     app.add_middleware(Guard, token=token, max_body=max_body, allowed_hosts=allowed_hosts)
     return app
 

@@ -1,8 +1,13 @@
 """Deltas of the runs this process drives, handed to whoever follows them right now.
 
 Deltas are live only (see events.Delta): the store never sees them, so a stream gets them
-from here, beside the stored events it reads from the store. A run's replies are streamed
-only while someone follows it (`watched`), asked before each model call.
+from here, beside the stored events it reads from the store. A run that may be followed
+streams from its first call (the runner decides, per run); one that may not is streamed only
+while someone follows it (`watched`), asked before each model call.
+
+A follower that comes in mid-reply first gets what the reply has written so far, joined into
+one delta of each kind, then the rest: `Live` keeps the pieces of the attempt being written,
+until the runner says the reply is done (`written`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Live:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._followers: dict[str, set[Follower]] = {}
+        self._so_far: dict[str, list[Delta]] = {}
+        """The pieces of the reply each run is writing now (one attempt of one step)."""
 
     def watched(self, run_id: str) -> bool:
         return bool(self._followers.get(run_id))
@@ -60,15 +67,28 @@ class Live:
     def publish(self, run_id: str, delta: Delta) -> None:
         """A delta of the run `run_id` drives (a sub-run's keeps its own ids)."""
         with self._lock:
+            so_far = self._so_far.setdefault(run_id, [])
+            if so_far and _attempt(so_far[-1]) != _attempt(delta):  # a new reply began
+                so_far.clear()
+            so_far.append(delta)
             followers = list(self._followers.get(run_id, ()))
         for follower in followers:
             follower.put(delta)
+
+    def written(self, run_id: str) -> None:
+        """The reply being written is done (its stored event says what it became): a
+        follower that comes now gets nothing of it as a delta."""
+        with self._lock:
+            self._so_far.pop(run_id, None)
 
     @contextmanager
     def follow(self, run_id: str) -> Iterator[Follower]:
         follower = Follower(asyncio.get_running_loop())
         with self._lock:
             self._followers.setdefault(run_id, set()).add(follower)
+            # under the lock, so that what was written comes before any piece that follows
+            for delta in self._so_far.get(run_id, ()):
+                follower.put(delta)
         try:
             yield follower
         finally:
@@ -77,6 +97,10 @@ class Live:
                 followers.discard(follower)
                 if not followers:
                     self._followers.pop(run_id, None)
+
+
+def _attempt(delta: Delta) -> tuple[str, int, int]:
+    return delta.run_id, delta.step, delta.attempt
 
 
 async def until_either(news: asyncio.Event, ready: asyncio.Event, timeout: float) -> None:

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import nullcontext
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 
 from .. import status as status_table
 from ..errors import Unknown
+from ..events import Delta
 from ..session import NAME_MAX
-from ..status import INTERRUPTED, NEEDS_HUMAN, RUNNING, SERVER_FINAL, SERVER_STATUSES, server_status
+from ..status import INTERRUPTED, RUNNING, SERVER_STATUSES, server_status
 from .runner import Runner, public_status
 from .shapes import RespondIn, RunIn, error, run_view, session_view, tree_view
-from .live import until_either
-from .wakeups import LOOK_ANYWAY_S, until_news
+from .follow import follow
 
 STORED = {**status_table.STORED, server_status(RUNNING): (RUNNING, INTERRUPTED)}
 """The store's statuses behind each of the server's: a server's run whose process died is
@@ -41,7 +40,8 @@ router = APIRouter(prefix="/v1")
 def create_run(body: RunIn, runner: Runs,
                traceparent: Annotated[str | None, Header(include_in_schema=False)] = None
                ) -> dict[str, Any]:
-    run_id = runner.submit(body.input, body.session, body.max_steps, traceparent)
+    run_id = runner.submit(body.input, body.session, body.max_steps, traceparent,
+                           body.stream)
     return run_view(runner.get(run_id))
 
 
@@ -106,58 +106,18 @@ async def events(run_id: str, request: Request, runner: Runs,
 
 async def _stream(runner: Runner, run_id: str, after: int, request: Request, deltas: bool):
     """Every event after `after`, as it is recorded; the stream ends with the run (a pause
-    is not an end). Between looks it sleeps until the store says the run has news.
-
-    With `deltas`, the reply being written comes too, as delta events without an id, so
-    `Last-Event-ID` still counts stored events only; they come from this process (live.py)
-    and are never read back from the store."""
-    store = runner.store
-    subs: dict[str, int] = {}
-    with request.app.state.wakeups.follow(run_id) as news, \
-            (runner.live.follow(run_id) if deltas else nullcontext()) as live:
-        look = True
-        while not runner.stopping.is_set():
-            batch = []
-            if look:  # stored events first: a delta is written after them
-                news.clear()
-                # its sub-runs' events first (they happen inside its step), marked with their
-                # own run ids; without an id, as `Last-Event-ID` counts this run's events only
-                for event in await asyncio.to_thread(_sub_events, store, run_id, subs):
-                    yield {"event": event["type"],
-                           "data": json.dumps(event, ensure_ascii=False)}
-                batch = await asyncio.to_thread(store.events, run_id, None, after)
-            for event in batch:
-                after = event["seq"]
-                yield {"id": str(event["seq"]), "event": event["type"],
-                       "data": json.dumps(event, ensure_ascii=False)}
-                if event["type"] == "run_end" and event["status"] != NEEDS_HUMAN:
-                    return
-            for delta in live.take() if live is not None else ():
-                yield {"event": delta.type, "data": delta.to_json()}
-            if look and not batch:
-                info = await asyncio.to_thread(runner.get, run_id)
-                if public_status(info) in SERVER_FINAL and not \
-                        await asyncio.to_thread(store.events, run_id, None, after):
-                    return
-                if await request.is_disconnected():
-                    return
-            if live is None:
-                await until_news(news)
-            else:
-                await until_either(news, live.ready, LOOK_ANYWAY_S)
-            # a look at the store unless only a delta came (a timeout looks too)
-            look = news.is_set() or live is None or not live.ready.is_set()
-
-
-def _sub_events(store: Any, run_id: str, seen: dict[str, int]) -> list[dict[str, Any]]:
-    """The new events of every run below `run_id`; `seen` keeps each one's last number."""
-    events = []
-    for sub in store.sub_runs(run_id):
-        batch = store.events(sub.id, None, seen.get(sub.id, 0))
-        if batch:
-            seen[sub.id] = batch[-1]["seq"]
-        events += batch + _sub_events(store, sub.id, seen)
-    return events
+    is not an end). With `deltas`, the reply being written comes too, as delta events
+    without an id, so `Last-Event-ID` still counts stored events only; a sub-run's events
+    come without an id too, marked with their own run ids (follow.py)."""
+    async for stored, event in follow(runner, request.app.state.wakeups, run_id, after,
+                                      request, deltas):
+        if isinstance(event, Delta):
+            yield {"event": event.type, "data": event.to_json()}
+        elif stored:
+            yield {"id": str(event["seq"]), "event": event["type"],
+                   "data": json.dumps(event, ensure_ascii=False)}
+        else:
+            yield {"event": event["type"], "data": json.dumps(event, ensure_ascii=False)}
 
 
 @router.get("/sessions")

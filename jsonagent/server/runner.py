@@ -21,6 +21,7 @@ from ..events import Delta
 from ..session import Session
 from ..status import (EXPIRED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, SERVER_FINAL, Reason,
                       server_status)
+from .frontend_tools import KEY as FRONTEND_KEY, with_frontend_tools
 from .live import Live
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ log = logging.getLogger("jsonagent.server")
 # Events after which a stopping server may let go of a run: its state is checkpointed there,
 # so the next start resumes it from that point.
 SAFE_STOPS = {"run_start", "run_resumed", "tool_result"}
+WRITTEN = {"model_reply", "reask", "run_end"}
+"""Events after which the reply being written is done: a follower that comes later gets
+nothing of it as a delta."""
 LOOK_S = 0.5
 """How often an idle node looks for queued work it was not told about."""
 
@@ -93,12 +97,20 @@ class Runner:
     # -- requests -----------------------------------------------------------------------------
 
     def submit(self, text: str, session: str | None = None, max_steps: int | None = None,
-               traceparent: str | None = None) -> str:
-        """`traceparent`: the caller's trace (its request's header), the run span's parent."""
-        s = Session(self.front.deps, session, self.store)
+               traceparent: str | None = None, stream: bool = False,
+               client_tools: list[dict[str, Any]] | None = None,
+               recorded: dict[str, Any] | None = None) -> str:
+        """`traceparent`: the caller's trace (its request's header), the run span's parent.
+        `stream`: someone may follow the run, so its replies are streamed from its first
+        call, not only while a follower is there (which it cannot be before the first call
+        starts). `client_tools`: tools the client runs (frontend_tools.py). `recorded`: more a
+        front end keeps with the run (AG-UI: the message that started it)."""
+        s = Session(with_frontend_tools(self.front.deps, client_tools), session, self.store)
+        recorded = {**({"max_steps": max_steps} if max_steps else {}),
+                    **({"stream": True} if stream else {}),
+                    **({FRONTEND_KEY: client_tools} if client_tools else {}), **(recorded or {})}
         try:
-            state = s.enqueue(text, traceparent=traceparent,
-                              **({"max_steps": max_steps} if max_steps else {}))
+            state = s.enqueue(text, traceparent=traceparent, **recorded)
         finally:
             s.close()
         self._news.set()
@@ -202,25 +214,31 @@ class Runner:
         # what the run recorded over the agent's settings (its max_steps)
         config = base.model_copy(update={
             "max_steps": info.state.config.get("max_steps", base.max_steps)})
-        session = Session(replace(agent.deps, config=config), info.session_id, self.store)
+        recorded = info.state.config
+        deps = with_frontend_tools(replace(agent.deps, config=config), recorded.get(FRONTEND_KEY))
+        session = Session(deps, info.session_id, self.store)
+        # a run that may be followed streams from its first call; else only while followed
+        streamed = True if recorded.get("stream") else (lambda: self.live.watched(run_id))
         with self._lock:  # so that a cancel sees either the claimed run or this worker's
             self._active[run_id] = session
         decision = (info.decision or {}) if info.state.pending is not None else {}
         try:
-            # a reply is streamed only while a client follows the run (on this node)
             events = session.iter_claimed(info.state, decision.get("answer"),
                                           decision.get("approve"), decision.get("reason"),
-                                          deltas=lambda: self.live.watched(run_id))
+                                          deltas=streamed)
             for event in events:
                 if isinstance(event, Delta):
                     self.live.publish(run_id, event)
                     continue
+                if event.type in WRITTEN:
+                    self.live.written(run_id)
                 if self.stopping.is_set() and event.type in SAFE_STOPS:
                     events.close()  # the row stays running; the next start takes it over
                     break
         except (ConfigError, SessionBusy, Conflict) as exc:
             log.warning("run %s: %s", run_id, exc)
         finally:
+            self.live.written(run_id)
             with self._lock:
                 self._active.pop(run_id, None)
             session.close()

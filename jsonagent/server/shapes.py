@@ -24,6 +24,8 @@ class RunIn(BaseModel):
     session: str | None = Field(None, min_length=1, max_length=NAME_MAX)
     """Continue (or start) this named conversation."""
     max_steps: int | None = Field(None, ge=1, le=1000)
+    stream: bool = False
+    """The client will follow the run's deltas: its replies stream from the first call."""
 
 
 class RespondIn(BaseModel):

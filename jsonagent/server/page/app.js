@@ -220,7 +220,8 @@ async function respond(body) {
 document.addEventListener("DOMContentLoaded", () => {
   $("ask").addEventListener("submit", async (e) => {
     e.preventDefault();
-    const body = {input: $("input").value};
+    // the page follows what it starts: the reply streams from the first model call
+    const body = {input: $("input").value, stream: true};
     if ($("session").value.trim()) body.session = $("session").value.trim();
     const response = await api("/v1/runs", {method: "POST", body: JSON.stringify(body)});
     const data = await response.json();

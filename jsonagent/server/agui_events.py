@@ -1,0 +1,244 @@
+"""A run's events in AG-UI's words: what `Translator` turns jsonagent's stored events and
+live deltas into, in the order AG-UI's client verifies.
+
+Per step (`STEP_STARTED "step N"` ... `STEP_FINISHED`): the thought as one reasoning message,
+then the tool call: `TOOL_CALL_START` as soon as its name is known, `TOOL_CALL_ARGS` as its
+arguments are written, `TOOL_CALL_END` once the step is stored, `TOOL_CALL_RESULT` with the
+observation. Every message and call is closed before the next opens, so no client ever sees
+arguments after an end or a call inside an open message. A reply that was not streamed
+(nobody on this node wrote it live) comes whole from its stored step, in the same order.
+
+The task-complete tool is no tool call to the client: its answer is the run's assistant text
+message. A sub-run (an agent used as a tool) is a subagent nested under its parent's call,
+its steps marked with its run id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import (BaseEvent, ReasoningEndEvent, ReasoningMessageContentEvent,
+                        ReasoningMessageEndEvent, ReasoningMessageStartEvent, ReasoningStartEvent,
+                        StepFinishedEvent, StepStartedEvent, SubagentFinishedEvent,
+                        SubagentStartedEvent, TextMessageContentEvent, TextMessageEndEvent,
+                        TextMessageStartEvent, ToolCallArgsEvent, ToolCallEndEvent,
+                        ToolCallResultEvent, ToolCallStartEvent)
+
+from ..events import ArgsDelta, Delta, ThoughtDelta, ToolNameKnown
+from ..status import COMPLETED, NEEDS_HUMAN
+
+
+def call_id(run_id: str, step: int) -> str:
+    """One key per tool call: the run, the step, the call's index in the step (one call a
+    step, so 0). The same call has the same id in every stream, on every node."""
+    return f"{run_id}.{step}.0"
+
+
+def text_of(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+@dataclass
+class Lane:
+    """What is open in one run's part of the stream: the top run's, or a sub-run's."""
+
+    sub: str | None
+    """The subagent run id its events carry; None for the top run."""
+    step: int | None = None
+    reasoning: str | None = None
+    call: str | None = None
+    final: int | None = None
+    """The step whose tool is the task-complete one: no call is shown for it."""
+    stored: int = 0
+    """The last step stored: a late delta of it (written before the step, read after) is
+    dropped."""
+    thought_shown: int | None = None
+    tool: str | None = None
+    """The tool of the last call shown: a sub-run started now is that call's."""
+
+
+class Translator:
+    def __init__(self, run_id: str, final_tool: str):
+        self.run_id, self.final_tool = run_id, final_tool.lower()
+        self.lanes: dict[str, Lane] = {}
+        self._thoughts = 0
+        """Thoughts shown: each reasoning message has its own id, a re-asked step's too."""
+
+    # -- in ---------------------------------------------------------------------------------
+
+    def delta(self, d: Delta) -> list[BaseEvent]:
+        lane, out = self._lane(d.run_id, None)
+        if d.step <= lane.stored:
+            return out
+        if isinstance(d, ThoughtDelta):
+            if d.text and lane.call is None:
+                out += self._open_step(lane, d.step) + self._open_thought(lane, d.run_id, d.step)
+                out.append(ReasoningMessageContentEvent(message_id=lane.reasoning, delta=d.text,
+                                                        **self._mark(lane)))
+                lane.thought_shown = d.step
+        elif isinstance(d, ToolNameKnown):
+            out += self._open_step(lane, d.step) + self._close_thought(lane)
+            if d.name.lower() == self.final_tool:
+                lane.final = d.step
+            elif lane.call is None:
+                out += self._start_call(lane, d.run_id, d.step, d.name)
+        elif isinstance(d, ArgsDelta) and lane.call is not None and d.text:
+            out.append(ToolCallArgsEvent(tool_call_id=lane.call, delta=d.text, **self._mark(lane)))
+        return out
+
+    def event(self, e: dict[str, Any]) -> list[BaseEvent]:
+        lane, out = self._lane(e["run_id"], e)
+        kind = e["type"]
+        if kind == "step":
+            out += self._step(lane, e)
+        elif kind in ("reask", "model_retry", "model_fallback") and \
+                (kind == "reask" or e.get("restart")):
+            out += self._void(lane, e)
+        elif kind == "tool_result":
+            out += self._result(lane, e)
+        elif kind == "run_end" and lane.sub is not None:
+            out += self.close(lane)
+            outcome = {"type": "suspended"} if e["status"] == NEEDS_HUMAN else None
+            out.append(SubagentFinishedEvent(
+                subagent_run_id=lane.sub, result=e.get("answer"),
+                **({"outcome": outcome} if outcome else {})))
+            del self.lanes[e["run_id"]]
+        elif kind == "run_end":
+            out += self.close(lane)
+            if e["status"] == COMPLETED:
+                out += self.answer(e.get("answer"))
+        return out
+
+    # -- out --------------------------------------------------------------------------------
+
+    def answer(self, value: Any) -> list[BaseEvent]:
+        """The final answer, as the assistant's text message."""
+        mid = f"{self.run_id}.answer"
+        return [TextMessageStartEvent(message_id=mid, role="assistant"),
+                TextMessageContentEvent(message_id=mid, delta=text_of(value) or " "),
+                TextMessageEndEvent(message_id=mid)]
+
+    def close(self, lane: Lane | None = None) -> list[BaseEvent]:
+        """Close what is open (in `lane`, or everywhere, sub-runs first), as the client
+        wants before a run finishes."""
+        if lane is None:
+            out: list[BaseEvent] = []
+            for key, sub in [(k, v) for k, v in self.lanes.items() if v.sub is not None]:
+                out += self.close(sub) + [SubagentFinishedEvent(
+                    subagent_run_id=sub.sub, outcome={"type": "suspended"})]
+                del self.lanes[key]
+            top = self.lanes.get(self.run_id)
+            return out + (self.close(top) if top else [])
+        out = self._close_thought(lane)
+        if lane.call is not None:
+            out.append(ToolCallEndEvent(tool_call_id=lane.call, **self._mark(lane)))
+            lane.call = None
+        return out + self._close_step(lane)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _step(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
+        """A step stored: what was not shown live is shown whole, and its call closes."""
+        run_id, index = e["run_id"], e["step"]
+        out = self._open_step(lane, index)
+        if lane.thought_shown != index and e.get("thought"):
+            out += self._open_thought(lane, run_id, index)
+            out.append(ReasoningMessageContentEvent(message_id=lane.reasoning,
+                                                    delta=e["thought"], **self._mark(lane)))
+        out += self._close_thought(lane)
+        lane.stored = index
+        if e["tool"].lower() == self.final_tool:
+            lane.final = index
+            return out
+        if lane.call != call_id(run_id, index):  # not streamed: the call comes whole
+            out += self._start_call(lane, run_id, index, e["tool"])
+            out.append(ToolCallArgsEvent(tool_call_id=lane.call, delta=text_of(e["args"]),
+                                         **self._mark(lane)))
+        out.append(ToolCallEndEvent(tool_call_id=lane.call, **self._mark(lane)))
+        lane.call = None
+        return out
+
+    def _result(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
+        run_id, index = e["run_id"], e["step"]
+        out = self._open_step(lane, index)
+        call = call_id(run_id, index)
+        if lane.final == index:  # an answer sent back (it did not validate): a call after all
+            out += self._start_call(lane, run_id, index, e["tool"])
+            out.append(ToolCallEndEvent(tool_call_id=call, **self._mark(lane)))
+            lane.call, lane.final = None, None
+        out.append(ToolCallResultEvent(message_id=f"{call}.result", tool_call_id=call,
+                                       content=text_of(e["observation"]), role="tool",
+                                       **self._mark(lane)))
+        return out + self._close_step(lane)
+
+    def _void(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
+        """What was shown of this attempt is void (a re-ask, or a request sent again): its
+        call, if one was shown, ends with a result that says so."""
+        out = self._close_thought(lane)
+        lane.thought_shown = None
+        if lane.call is not None:
+            call, lane.call = lane.call, None
+            said = e.get("problem") or e.get("said") or e.get("error") or "written again"
+            out += [ToolCallEndEvent(tool_call_id=call, **self._mark(lane)),
+                    ToolCallResultEvent(message_id=f"{call}.{e['seq']}.void", tool_call_id=call,
+                                        content=f"not run: the reply was void ({said})",
+                                        role="tool", **self._mark(lane))]
+        lane.final = None
+        return out
+
+    # -- opening and closing ----------------------------------------------------------------
+
+    def _lane(self, run_id: str, e: dict[str, Any] | None) -> tuple[Lane, list[BaseEvent]]:
+        lane = self.lanes.get(run_id)
+        if lane is not None:
+            return lane, []
+        if run_id == self.run_id:
+            lane = self.lanes[run_id] = Lane(sub=None)
+            return lane, []
+        # a sub-run seen for the first time: a subagent under its parent's current call
+        lane = self.lanes[run_id] = Lane(sub=run_id)
+        parent = self.lanes.get((e or {}).get("parent_run_id") or self.run_id)
+        started = SubagentStartedEvent(
+            subagent_run_id=run_id, name=(parent.tool if parent and parent.tool else "agent"),
+            **({"parent_subagent_run_id": parent.sub} if parent and parent.sub else {}),
+            **({"parent_tool_call_id": call_id(e["parent_run_id"], parent.step)}
+               if parent and e and e.get("parent_run_id") and parent.step else {}))
+        return lane, [started]
+
+    def _mark(self, lane: Lane) -> dict[str, Any]:
+        return {"subagent_run_id": lane.sub} if lane.sub else {}
+
+    def _open_step(self, lane: Lane, index: int) -> list[BaseEvent]:
+        if lane.step == index:
+            return []
+        out = self.close(lane) if lane.step is not None else []
+        lane.step, lane.thought_shown = index, None
+        return out + [StepStartedEvent(step_name=f"step {index}", **self._mark(lane))]
+
+    def _close_step(self, lane: Lane) -> list[BaseEvent]:
+        if lane.step is None:
+            return []
+        index, lane.step = lane.step, None
+        return [StepFinishedEvent(step_name=f"step {index}", **self._mark(lane))]
+
+    def _open_thought(self, lane: Lane, run_id: str, index: int) -> list[BaseEvent]:
+        if lane.reasoning is not None:
+            return []
+        self._thoughts += 1
+        lane.reasoning = mid = f"{run_id}.{index}.thought{self._thoughts}"
+        return [ReasoningStartEvent(message_id=mid, **self._mark(lane)),
+                ReasoningMessageStartEvent(message_id=mid, role="reasoning", **self._mark(lane))]
+
+    def _close_thought(self, lane: Lane) -> list[BaseEvent]:
+        if lane.reasoning is None:
+            return []
+        mid, lane.reasoning = lane.reasoning, None
+        return [ReasoningMessageEndEvent(message_id=mid, **self._mark(lane)),
+                ReasoningEndEvent(message_id=mid, **self._mark(lane))]
+
+    def _start_call(self, lane: Lane, run_id: str, index: int, name: str) -> list[BaseEvent]:
+        lane.call, lane.tool = call_id(run_id, index), name
+        return [ToolCallStartEvent(tool_call_id=lane.call, tool_call_name=name,
+                                   **self._mark(lane))]

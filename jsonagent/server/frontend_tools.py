@@ -1,0 +1,65 @@
+"""Tools a client declares for one run (AG-UI's `RunAgentInput.tools`): the model sees them
+beside the agent's own, and calling one pauses the run until the client sends its result.
+
+Nothing new reaches the loop: such a tool returns a question pending, in the one pending
+shape, naming the tool and its arguments; the client's result is the answer, which the loop
+already makes the step's observation. The specs are recorded with the run (its config), so
+whichever node drives it next builds the same tools again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..state import Pending
+from ..tools.specs import ToolSpec
+from ..tools.tool import Tool
+from ..tools.toolset import Toolset
+
+if TYPE_CHECKING:
+    from ..deps import RunDeps
+
+KEY = "client_tools"
+"""Where a run's config records the client's tool specs."""
+
+
+def frontend_tool(spec: ToolSpec) -> Tool:
+    name = spec.name
+
+    def call(**args: Any) -> Pending:  # the arguments were checked against the spec already
+        return Pending(kind="question", tool=name, args=args,
+                       question=f"the result of {name} (a tool the client runs)")
+
+    return Tool(spec=spec, fn=call)
+
+
+def specs(tools: list[dict[str, Any]]) -> list[ToolSpec]:
+    """The client's declarations as tool specs; a bad one is the client's error."""
+    out = []
+    for i, tool in enumerate(tools):
+        data = {"name": tool.get("name"), "description": tool.get("description") or "",
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
+        try:
+            out.append(ToolSpec.from_dict(data, origin=f"tools[{i}]"))
+        except Exception as exc:  # a SpecError says where and what
+            raise ConfigError(f"tools[{i}]: {exc}") from None
+    return out
+
+
+def with_frontend_tools(deps: RunDeps, tools: list[dict[str, Any]] | None) -> RunDeps:
+    """`deps` with the client's tools added; as they are, without any."""
+    if not tools:
+        return deps
+    added = specs(tools)
+    taken = [s.name for s in added if s.name in deps.toolset]
+    if taken:
+        raise ConfigError(f"tools: {', '.join(taken)} is a tool of the agent already")
+    toolset = Toolset([*deps.toolset, *(frontend_tool(s) for s in added)])
+    return replace(deps, toolset=toolset, system_prompt=deps.style.system(toolset))
+
+
+def is_frontend(pending: Pending | None) -> bool:
+    """The pending is a frontend tool's call, waiting for the client's result."""
+    return pending is not None and pending.kind == "question" and pending.tool is not None

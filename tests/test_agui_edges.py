@@ -1,0 +1,130 @@
+"""/ag-ui at its edges, over a real `jsonagent serve`: bad bodies get a 4xx and one line,
+the guard of /v1 holds, an unknown thread or interrupt is an error that leaves every run as
+it was, and a run paused on one node is resumed through another sharing PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_server import ASK, DONE, serve  # noqa: F401  (the fixture)
+from jsonagent.testing import step
+
+
+def body(thread: str = "t", text: str | None = "hi", **extra) -> dict:
+    messages = [{"id": "m1", "role": "user", "content": text}] if text else []
+    return {"threadId": thread, "runId": "r1", "messages": messages, **extra}
+
+
+def post(server, payload, **kw) -> tuple[int, list[dict] | dict]:
+    """The status and, for a stream, its events; else the JSON body."""
+    with server.client as c:
+        raw = isinstance(payload, (str, bytes))
+        r = c.post("/ag-ui", **({"content": payload} if raw else {"json": payload}),
+                   headers={"Content-Type": "application/json"} if raw else {}, **kw)
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        return r.status_code, [json.loads(line[5:]) for line in r.text.splitlines()
+                               if line.startswith("data:")]
+    return r.status_code, r.json()
+
+
+@pytest.mark.parametrize("payload, said", [
+    ("{not json", "not valid JSON"),
+    ({"threadId": "t", "runId": "r"}, "messages"),
+    ({"threadId": "t", "runId": "r", "messages": "hi"}, "messages"),
+    ({"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "wizard"}]}, "messages"),
+    ({"threadId": "", "runId": "r", "messages": [{"id": "m", "role": "user", "content": "x"}]},
+     "threadId"),
+    (body(tools=[{"name": "x", "description": "d", "parameters": {"type": "nonsense"}}]),
+     "tools[0]"),
+    (body(tools=[{"name": "GetTimeTools", "description": "d"}]), "tool of the agent"),
+    (body(thread="new", text=None), "nothing to run"),
+])
+def test_bad_inputs_get_a_4xx_and_one_line(serve, payload, said):
+    server = serve([DONE])
+    status, answer = post(server, payload)
+    assert 400 <= status < 500 and said in answer["error"], answer
+    assert "\n" not in answer["error"] and "Traceback" not in server.output()
+
+
+def test_the_guard_of_v1_holds(serve):
+    server = serve([DONE], token="s3cret")
+    with server.client as c:
+        c.headers.pop("Authorization")
+        assert c.post("/ag-ui", json=body()).status_code == 401
+    status, _ = post(server, "x" * (2 << 20))
+    assert status == 413
+
+
+def test_an_unknown_thread_or_interrupt_changes_nothing(serve):
+    server = serve([ASK, DONE])
+    # resuming a thread that does not exist: an error in the stream, and no session made
+    status, events = post(server, body("nobody", text=None, resume=[
+        {"interruptId": "x", "status": "resolved", "payload": {"answer": "a"}}]))
+    assert status == 200 and [e["type"] for e in events] == ["RUN_ERROR"]
+    assert "no thread nobody" in events[0]["message"]
+    assert server.client.get("/v1/sessions/nobody").status_code == 404
+    # a run paused on a question
+    status, events = post(server, body("asks"))
+    outcome = events[-1]["outcome"]
+    [item] = outcome["interrupts"]
+    run_id = events[0]["runId"]
+    # an unknown id, and a payload that does not fit: errors, the run left waiting
+    for resume, said in (
+            ({"interruptId": "stale", "status": "resolved", "payload": {"answer": "a"}}, "stale"),
+            ({"interruptId": item["id"], "status": "resolved", "payload": {"approved": True}},
+             "responseSchema")):
+        status, events = post(server, body("asks", text=None, resume=[resume]))
+        assert [e["type"] for e in events] == ["RUN_ERROR"] and said in events[0]["message"]
+        assert server.get(run_id)["status"] == "requires_action"
+    # a new message while it waits: refused, naming the interrupt
+    status, events = post(server, {**body("asks", "other"), "messages": [
+        {"id": "m2", "role": "user", "content": "something else"}]})
+    assert events[0]["type"] == "RUN_ERROR" and item["id"] in events[0]["message"]
+    # the same input again (a reconnect): the open interrupt is offered again, same id
+    status, events = post(server, body("asks"))
+    assert events[-1]["outcome"]["interrupts"][0]["id"] == item["id"]
+    # answered, it is never offered again: a reconnect follows the run to its end
+    status, events = post(server, body("asks", text=None, resume=[
+        {"interruptId": item["id"], "status": "resolved", "payload": {"answer": "Lyon"}}]))
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    status, events = post(server, body("asks"))
+    assert all(e.get("outcome", {}).get("type") != "interrupt" for e in events)
+
+
+def test_a_cancelled_resume_entry_cancels_the_run(serve):
+    server = serve([step("delete_file", {"path": "/tmp/x"}, "clean"), DONE])
+    _, events = post(server, body("cancels"))
+    [item] = events[-1]["outcome"]["interrupts"]
+    _, events = post(server, body("cancels", text=None, resume=[
+        {"interruptId": item["id"], "status": "cancelled"}]))
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    assert server.get(events[0]["runId"])["status"] == "cancelled"
+
+
+def test_a_resume_on_another_node_sharing_postgresql(tmp_path, pg_url):
+    pytest.importorskip("psycopg")
+    from test_server import Server
+
+    nodes = []
+    try:
+        for name in "ab":
+            (tmp_path / name).mkdir()
+            nodes.append(Server(tmp_path / name, [ASK, DONE], "--store", pg_url,
+                                "--node-id", name).start())
+        a, b = nodes
+        _, events = post(a, body("shared"))
+        [item] = events[-1]["outcome"]["interrupts"]
+        run_id = events[0]["runId"]
+        _, events = post(b, body("shared", text=None, resume=[
+            {"interruptId": item["id"], "status": "resolved", "payload": {"answer": "Oslo"}}]))
+        kinds = [e["type"] for e in events]
+        assert kinds[0] == "RUN_STARTED" and events[0]["runId"] == run_id
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"] == "42"
+        result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+        assert result["content"] == "Oslo" and result["toolCallId"] == item["id"].split(".")[0] + ".1.0"
+        assert a.get(run_id)["status"] == "completed"
+    finally:
+        for node in nodes:
+            node.kill()

@@ -60,7 +60,11 @@ class Route:
     tries: int = 0
     """Tries again of the request under way."""
     shrunk: bool = False
-    """The request under way overflowed the window once already (and was summarised)."""
+    """The request under way overflowed the window once already (and was summarised): as
+    request.py's own flag, it holds for one request of a step and its takeovers reset it."""
+    request: tuple[int, int] = (0, 0)
+    """Which request of a step is under way: the run's steps and invalid replies when it
+    began (a summary's reply between its sends is not a new one)."""
     invalid: int = 0
     steps: int = 0
     in_row: int = 0
@@ -126,7 +130,7 @@ class FallbackModel:
             raise self._next(route, exc, "still over the window once summarised") from None
         except HOPELESS as exc:
             raise self._next(route, exc, "retrying cannot help") from None
-        route.tries, route.shrunk = 0, False
+        route.tries = 0
         if len(self.models) > 1:
             reply.model = self._caps[route.at].name
         return reply
@@ -204,6 +208,9 @@ class _Tracker:
                                               steps=len(state.steps))
             # an iterator left undrained never reaches on_end: the state's end ends it too
             weakref.finalize(state, routes.pop, id(state), None)
+        request = (len(state.steps), state.stats.invalid_replies)
+        if request != route.request:  # a new request of a step, not this one sent again
+            route.request, route.shrunk = request, False
         if retry.fallback_on_invalid:
             if len(state.steps) > route.steps:  # a valid step since: the row is broken
                 route.in_row = 0

@@ -78,10 +78,15 @@ class Agent:
             config = config.model_copy(update={"tool_calls": caps.tool_calls})
         if config.check_answers is None:  # a script's replies cannot answer a nudge
             config = config.model_copy(update={"check_answers": not caps.writes_ahead})
+        invalid = config.retry.fallback_on_invalid
+        if invalid is not None and invalid > config.max_reasks:  # would never hand over
+            raise ConfigError(f"fallback on {invalid} invalid replies would never happen: a "
+                              f"step fails after {config.max_reasks} re-asks (max_reasks), so "
+                              f"give at most {config.max_reasks}")
         if config.limits.cost is not None:  # else never reached: refused now, not found out
             from .pricing import known_or_refused
 
-            known_or_refused(caps, config.limits.cost)
+            known_or_refused(model, config.limits.cost)
         toolset = Toolset.build(tools, output_type=output_type)
         missing = [t.spec.origin + f" ({t.name})" for t in toolset if t.fn is None]
         if missing:

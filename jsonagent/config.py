@@ -22,7 +22,8 @@ class RetryConfig(BaseModel):
     """Tries again of one request that was rate limited, overloaded or timed out, before the
     next model takes it (or, on the last model, the run fails)."""
     budget: int = Field(10, ge=0)
-    """Tries again in all, per run: once spent, such a failure goes to the next model at once."""
+    """Tries again in all, per stretch of a run (a pause ends one: a resumed run has its
+    budget anew): once spent, such a failure goes to the next model at once."""
     backoff_s: float = Field(1.0, ge=0)
     """The first wait; each next one doubles, with jitter. An endpoint's Retry-After replaces it."""
     max_wait_s: float = Field(30.0, ge=0)

@@ -31,9 +31,10 @@
     Cancelled (a BaseException, like KeyboardInterrupt: no `except Exception` swallows it)
                                   the run was cancelled while it waited (cancel.py)
 
-Two never leave the package: `Held` (a run another live process holds: the stores wait and
-try again, then raise SessionBusy) and `MissingRef` (a spec's dangling $ref: the spec
-loader raises a SpecError naming the file).
+Three never leave the package: `Held` (a run another live process holds: the stores wait and
+try again, then raise SessionBusy), `MissingRef` (a spec's dangling $ref: the spec
+loader raises a SpecError naming the file) and `TryAgain` (the request sends it again,
+summary requests included; a fallback model called outside a run waits and tries itself).
 
 Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
 whose text is what the model reads on the re-ask. The sandbox package has its own tree
@@ -43,6 +44,7 @@ whose text is what the model reads on the re-ask. The sandbox package has its ow
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 class JsonAgentError(Exception):
     """Base class; `str(err)` is always a single line fit to show a person."""
@@ -136,11 +138,14 @@ class TryAgain(RunError):
     again, so that a cancel ends a backoff at once. `str()` is why, for a person."""
 
     def __init__(self, message: str, *, cause: ModelError | None = None, wait_s: float = 0.0,
-                 retry: int = 0, model: str | None = None, fallback: str | None = None):
+                 retry: int = 0, model: str | None = None, fallback: str | None = None,
+                 takes_over: Any = None):
         super().__init__(message)
         self.cause, self.wait_s, self.retry = cause, wait_s, retry
         self.model, self.fallback = model, fallback
         """`model` failed; `fallback` answers from now on (None: `model` is tried again)."""
+        self.takes_over = takes_over
+        """With `fallback`: its `models.Capabilities`, what the request is rebuilt for."""
 
     @property
     def kind(self) -> str:

@@ -18,7 +18,7 @@ from .status import Reason
 
 if TYPE_CHECKING:
     from .config import AgentConfig
-    from .models import Capabilities
+    from .pricing import Price
     from .state import RunState
     from .tools.toolset import Toolset
 
@@ -27,7 +27,7 @@ TOKENS = ("input_tokens", "total_tokens", "cost")
 
 
 class Limits:
-    def __init__(self, config: AgentConfig, toolset: Toolset, caps: Capabilities):
+    def __init__(self, config: AgentConfig, toolset: Toolset):
         limits = config.limits
         self.warn_at = limits.warn_at
         self.set = {k: v for k, v in limits if v is not None and k != "warn_at"}
@@ -40,22 +40,18 @@ class Limits:
         self._tallied, self._calls_of, self._all_calls = 0, {}, 0
         """The steps counted so far, and their calls by tool and in all: steps are only
         ever appended, so each is counted once (a resumed run's Loop counts them again)."""
-        self.price = None
-        if "cost" in self.set:
-            from .pricing import Price
-
-            self.price = Price(caps)
 
     def check(self, s: RunState, *, tokens: Callable[[], int] | None = None,
-              tool: str | None = None) -> str | None:
-        """Before a model request (`tokens` counts its prompt), or before the call of `tool`
-        (the step in flight): raise LimitReached when it would take the run past one of
-        its limits; return the observation that refuses a call past the tool's own."""
+              price: Price | None = None, tool: str | None = None) -> str | None:
+        """Before a model request (`tokens` counts its prompt; `price` is that of the model
+        it goes to, the requester's), or before the call of `tool` (the step in flight):
+        raise LimitReached when it would take the run past one of its limits; return the
+        observation that refuses a call past the tool's own."""
         if not self.on:
             return None
         if tool is None:
             asked = tokens() if tokens is not None and self.counts_requests else 0
-            for name, (used, more) in self._request(s, asked).items():
+            for name, (used, more) in self._request(s, asked, price).items():
                 what = f"the next request would add {_shown(name, more)}" \
                     if name in TOKENS else "the run needs another model request"
                 self._within(name, used, more, what)
@@ -101,14 +97,14 @@ class Limits:
                 else 0.0 if u.empty() else u.cost
         return out
 
-    def _request(self, s: RunState, tokens: int) -> dict[str, tuple]:
+    def _request(self, s: RunState, tokens: int, price: Price | None) -> dict[str, tuple]:
         """What the run has used of each limit a request counts against, and what this
         request adds to it (its output, unknown before the reply, as 1: the next token)."""
         used = self._used(s)
         more = {"requests": 1, "input_tokens": tokens, "output_tokens": 1,
                 "total_tokens": tokens + 1}
         if "cost" in used:
-            more["cost"] = self.price.input_cost(tokens) or 0.0
+            more["cost"] = (price.input_cost(tokens) if price is not None else None) or 0.0
         return {k: (used[k], more[k]) for k in used if k != "tool_calls"}
 
     def _within(self, name: str, used: float | int | None, more: float | int, what: str) -> None:

@@ -56,13 +56,16 @@ class Loop:
         """Slow calls are waited on through it, so a cancel ends the wait at once."""
         self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self._reply_note: str | None = None
-        self.limits = Limits(deps.config, deps.toolset, deps.caps)
+        self._answered: str | None = None
+        """The model that wrote the last valid reply, when one of several could have."""
+        self.limits = Limits(deps.config, deps.toolset)
         """Checked before each model request (by the requester) and each tool call."""
         self.requests = Requester(deps, self.cancel, watched, self.limits)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
         self.s = state
+        self.requests.start(state)
         try:
             if state.seq == 0:
                 yield self._event(ev.RunStart(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from .models import Capabilities
+from .models import Capabilities, Model
 from .usage import Usage
 
 
@@ -85,12 +85,17 @@ def _calc(model: str, provider: str | None, url: str | None, prompt: int, comple
     return float(price.total_price)
 
 
-def known_or_refused(caps: Capabilities, limit: float) -> None:
-    """A cost limit on a model whose price is unknown would never be reached: refuse it."""
-    if not Price(caps).known:
-        from .errors import ConfigError
+def known_or_refused(model: Model, limit: float) -> None:
+    """A cost limit on a model whose price is unknown would never be reached: refuse it. A
+    fallback model's every model may answer, so each one's price must be known."""
+    from .models.fallback import each
 
-        where = f"provider {caps.provider}" if caps.provider else caps.base_url or "no endpoint"
-        raise ConfigError(f"a cost limit (${limit:g}) needs the model's price, and genai-prices "
-                          f"does not know {caps.name!r} at {where}: declare its provider, or "
-                          "limit tokens instead")
+    for caps in each(model):
+        if not Price(caps).known:
+            from .errors import ConfigError
+
+            where = f"provider {caps.provider}" if caps.provider else \
+                caps.base_url or "no endpoint"
+            raise ConfigError(f"a cost limit (${limit:g}) needs the model's price, and "
+                              f"genai-prices does not know {caps.name!r} at {where}: declare "
+                              "its provider, or limit tokens instead")

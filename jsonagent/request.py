@@ -23,7 +23,7 @@ from .errors import (Cancelled, ContextWindowExceeded, ModelError, ResponseForma
                      ToolCallsRejected, TryAgain)
 from .limits import Limits
 from .memory import Memory
-from .models import Capabilities, ModelReply, Usage, capabilities
+from .models import Capabilities, ModelReply, Usage
 from .partial import ThoughtCap, ThoughtTooLong, reader_for
 from .pricing import Price
 from .state import Message, RunState
@@ -37,9 +37,9 @@ are estimated, and the envelope is not asked what it makes of it."""
 
 class Requester:
     def __init__(self, deps: RunDeps, cancel: CancelToken,
-                 watched: Callable[[], bool] | None = None, limits: Limits | None = None):
+                 watched: Callable[[], bool] | None, limits: Limits):
         self.model, self.toolset = deps.model, deps.toolset
-        self.limits = limits or Limits(deps.config, deps.toolset, deps.caps)
+        self.limits = limits
         self.style, self.hooks = deps.style, deps.hooks
         self.cancel, self._watched = cancel, watched
         self._followed = (deps.config.observation_role == deps.caps.observation_role,
@@ -60,23 +60,44 @@ class Requester:
         self.memory.estimates = self.limits.counts_requests
         self.price = Price(caps)
 
+    def start(self, s: RunState) -> None:
+        """A run starts or resumes with the primary model (a fallback model's route starts
+        there again), but its state may carry what another model brought: the JSON mode and
+        tool-call form of a fallback that took over, in this run or in the session's last.
+        Neither may be stronger than what the primary declares (or the config fixed); a
+        step-down the primary's endpoint asked for stays."""
+        top = self.config.json_mode or self.caps.default_json_mode
+        if JSON_MODES.index(s.json_mode) < JSON_MODES.index(top):
+            s.json_mode = top
+        s.tool_calls = s.tool_calls and bool(self.config.tool_calls)
+
     def ask(self, s: RunState, extra: list[Message], index: int, attempt: int,
             without: str | None = None) -> Iterator[ev.Event]:
         """The events of one model request; returns its reply."""
         shrunk = False
+        """This model's window was exceeded once already (and the context summarised): the
+        next overflow is the model's fallback (models/fallback.py), or the end."""
+        over = False
+        """The last request overflowed: the memory summarises before it goes again. It is
+        done at the top of the next pass, inside the `try`, so that a summary request that
+        asks to be sent again (a 429 for it) is handled as any request is."""
         while True:
             self._shown = False
             try:
+                if over:
+                    yield from self.memory.overflowed(s, extra, index)
+                    over = False
                 reply = yield from self._send(s, extra, index, attempt, without)
             except TryAgain as again:
+                if again.fallback is not None:
+                    shrunk = False  # another model, another window
                 yield from self._again(s, again, index, attempt)
                 continue
             except ContextWindowExceeded as exc:
-                if shrunk:  # summarised once already: the model's fallback, or the end
+                if shrunk:
                     raise
-                shrunk = True  # the memory summarises, and the request goes again, once
+                shrunk = over = True  # the memory summarises, and the request goes again, once
                 yield self._retried(s, exc, index, attempt, 0.0, "summarising the context")
-                yield from self.memory.overflowed(s, extra, index)
                 continue
             except ResponseFormatRejected as exc:
                 yield self._step_down(s, str(exc))
@@ -106,12 +127,14 @@ class Requester:
         """The request, built from the history and what the model declares, and its reply."""
         fmt = self.style.response_format(s.json_mode, self.toolset,
                                          self.config.thought_max_chars, without)
+        # first, so that a summary the memory asks for goes where the request goes (a
+        # fallback model's hook says which of its models answers the run)
+        self.hooks.call("before_model", s)
         # memory decides what of the history this request shows, within the budget
         view = yield from self.memory.fit(s, extra, index)
         self._wire = wire = self.style.render(view, self.config.observation_role,
                                               tool_calls=s.tool_calls)
-        self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire))
-        self.hooks.call("before_model", s)
+        self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire), price=self.price)
         self._t0 = time.perf_counter()
         cap = self._thought_cap(s)
         try:
@@ -136,7 +159,7 @@ class Requester:
             yield ev.ModelFallback(step=index, attempt=attempt, kind=again.kind,
                                    model=again.model or "", fallback=again.fallback,
                                    error=str(again.cause or again), restart=self._shown)
-            self._took_over(s)
+            self._took_over(s, again.takes_over)
         if again.wait_s > 0 and self.cancel.wait(again.wait_s):
             raise Cancelled(self.cancel.reason)
 
@@ -148,10 +171,9 @@ class Requester:
                              wait_s=round(wait_s, 3), error=str(cause), said=said,
                              restart=self._shown)
 
-    def _took_over(self, s: RunState) -> None:
+    def _took_over(self, s: RunState, caps: Capabilities) -> None:
         """Another model answers from now on: its JSON mode, tool-call form, observation
         role, streaming and context window, unless the config fixed them."""
-        caps = capabilities(self.model)
         role, form = self._followed
         config = self.config.model_copy(update={
             **({"observation_role": caps.observation_role} if role else {}),

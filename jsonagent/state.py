@@ -29,9 +29,10 @@ to_json = json.JSONEncoder(ensure_ascii=False).encode
 class Message:
     """One entry of the stored history, in no prompt style in particular.
 
-    An assistant message holds a step as JSON (`Step.to_json()`); an observation holds
-    `{"tool_name": ..., "response": ..., "note"?: ...}` as JSON. A prompt style renders them
-    for each request (`prompt.PromptStyle.render`).
+    An assistant message holds a step as JSON: the reply as the model wrote it when that is
+    the step exactly (an endpoint's prompt cache holds it), else `Step.to_json()`. An
+    observation holds `{"tool_name": ..., "response": ..., "note"?: ...}` as JSON. A prompt
+    style renders them for each request (`prompt.PromptStyle.render`).
     """
 
     role: Role

@@ -29,7 +29,8 @@ class Request:
 
 
 class FakeAPI:
-    def __init__(self, routes: dict[str, Callable[[Request], tuple]], host: str = "127.0.0.1"):
+    def __init__(self, routes: dict[str, Callable[[Request], tuple]], host: str = "127.0.0.1",
+                 port: int = 0):
         self.routes = routes
         self.requests: list[Request] = []
         api = self
@@ -72,7 +73,7 @@ class FakeAPI:
             def handle_error(self, request, client_address):
                 pass  # a client that gave up (a timeout test) is not news
 
-        self.server = Server((host, 0), Handler)
+        self.server = Server((host, port), Handler)
         self.url = f"http://{host}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

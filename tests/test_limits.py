@@ -289,3 +289,26 @@ def test_an_endpoints_requests_are_estimated_before_they_are_sent():
     notes = [json.loads(m.content).get("note") for m in state.messages
              if m.role == "observation"]
     assert notes[:2] == [None, None] and "700 input tokens left" in notes[2]
+
+
+def test_a_cost_limit_needs_the_price_of_every_fallback_too():
+    from jsonagent.testing import ScriptedModel as Scripted
+
+    priced = Counted([], name="gpt-4o", provider="openai")
+    with pytest.raises(ConfigError, match="'unpriced'"):
+        Agent(model=[priced, Scripted([], name="unpriced")],
+              config=AgentConfig(limits=UsageLimits(cost=1.0)))
+
+
+def test_after_a_takeover_the_cost_limit_counts_the_new_models_price():
+    from jsonagent.errors import ContentFiltered
+
+    # gpt-4o's prompt of 100,000 tokens is $0.25; gpt-4o-mini's reply, $0.021 in all
+    primary = Counted([ContentFiltered("filtered")], name="gpt-4o", provider="openai")
+    cheaper = Counted(replies(5, prompt=100_000, completion_=10_000), name="gpt-4o-mini",
+                      provider="openai")
+    for m in (primary, cheaper):
+        m.count_tokens = lambda wire: 100_000
+    result, _, _ = run(UsageLimits(cost=0.3), [primary, cheaper])
+    assert result.status == "completed", result.error  # not held to gpt-4o's price
+    assert result.usage.cost == pytest.approx(6 * 0.021)

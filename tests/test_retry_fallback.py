@@ -202,3 +202,88 @@ def test_the_cli_falls_back_to_a_model_at_its_own_endpoint(tmp_path):
     assert "big rate limited, retrying in 1 s" in proc.stderr
     assert "small takes over" in proc.stderr
     assert second.requests[0]["body"]["model"] == "small"
+
+
+def test_a_summary_rate_limited_after_an_overflow_is_retried_not_the_end():
+    events: list = []
+    over = error(400, "This model's maximum context length is 4096 tokens")
+    script = [*(json.dumps(step("lookup", {"n": n})) for n in range(3)), over,
+              error(429, "Rate limit reached"),  # the summary's own request, turned away
+              "Three records were looked up.", DONE]
+    with OpenAIStub(script) as stub:
+        result = agent(stub.url, events=events, tools=[lookup]).run("x")
+    assert result.status == "completed", result.error
+    assert [e.kind for e in of(events, ev.ModelRetry)] == ["context_window", "rate_limited"]
+    assert [e.action for e in of(events, ev.ContextChange)] == ["summarised"]
+
+
+def test_the_model_that_takes_over_has_its_own_overflow_summarised():
+    events: list = []
+    over = error(400, "This model's maximum context length is 4096 tokens")
+    first = [*(json.dumps(step("lookup", {"n": n})) for n in range(6)), over,
+             "Six records were looked up.", over]  # summarised once, then still over
+    with OpenAIStub(first) as one, OpenAIStub([over, DONE, DONE]) as two:
+        result = agent(one.url, two.url, events=events, tools=[lookup]).run("x")
+    assert result.status == "completed", result.error
+    assert [e.kind for e in of(events, ev.ModelFallback)] == ["context_window"]
+    retried = [e.model for e in of(events, ev.ModelRetry) if e.kind == "context_window"]
+    assert retried == ["model-0", "model-1"]  # the second model's first overflow: summarised
+
+
+def test_the_summary_goes_to_the_model_that_answers_the_run():
+    """memory.fit may summarise before the request: the route is set by then, so the
+    summary's 503 is retried by our loop (an event, a cancellable wait), not slept on."""
+    events: list = []
+    # each turn is about 950 tokens (the lookup's 3,600 characters), as the endpoint says
+    def looked_up(n: int):
+        text, tokens = json.dumps(step("lookup", {"n": n})), 300 + 950 * n
+        return lambda body: (200, streamed([text], prompt_tokens=tokens) if body.get("stream")
+                             else completion(text, prompt_tokens=tokens))
+
+    script = [looked_up(n) for n in range(3)]
+    script += [error(503, "overloaded"), "Three records were looked up.", DONE]
+    with OpenAIStub(script) as stub:
+        result = agent(stub.url, events=events, tools=[lookup],
+                       config={"max_context_tokens": 2500}).run("x")
+    assert result.status == "completed", result.error
+    assert [e.kind for e in of(events, ev.ModelRetry)] == ["unavailable"]
+    assert of(events, ev.SummaryCall)[0].error is None
+
+
+def test_a_resumed_run_sends_the_primary_its_own_json_mode_not_the_fallbacks():
+    from jsonagent.testing import ScriptedModel
+
+    ask = json.dumps(step("AskHumanHelpTool", {"question": "which?"}))
+    with OpenAIStub([error(401, "bad key"), DONE]) as first:
+        schema_one = ScriptedModel([ask], name="schema-one")
+        schema_one.default_json_mode = "schema"
+        a = agent(first.url, schema_one, store=":memory:")
+        paused = a.run("x")
+        assert paused.status == "needs_human" and a.last_state.json_mode == "schema"
+        result = a.resume(paused.run_id, answer="this one")
+        sent = first.requests[-1]["body"]
+    assert result.status == "completed"
+    assert sent["response_format"] == {"type": "json_object"}  # the primary's, not "schema"
+
+
+def test_fallback_on_invalid_above_max_reasks_is_refused_in_one_line():
+    from jsonagent.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        agent("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1",
+              retry=RetryConfig(fallback_on_invalid=3))
+    assert "\n" not in str(caught.value) and "at most 2" in str(caught.value)
+
+
+def test_an_abandoned_run_leaves_no_route_behind():
+    import gc
+
+    with OpenAIStub([json.dumps(step("lookup", {"n": 1})), DONE]) as stub:
+        a = agent(stub.url, tools=[lookup])
+        events = a.iter("x")
+        next(events), next(events)  # started, and asked once: then dropped
+        events.close()
+        a.last_state = None
+        del events
+        gc.collect()
+    assert a.model._routes == {}

@@ -176,3 +176,32 @@ def test_what_a_server_does_with_a_prompt_comes_from_its_profile_unless_declared
         said = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test",
                            keeps_max_length=False, tool_results_alone=False)
         assert (said.keeps_max_length, said.tool_results_alone) == (False, False)
+
+
+def test_a_server_not_up_yet_is_asked_again_later(monkeypatch):
+    import socket
+
+    from jsonagent.models import openai as backend
+
+    with socket.socket() as s:  # a port nobody listens on, for now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
+    assert model.default_json_mode == "object"  # nobody there: unknown, for now
+    monkeypatch.setattr(backend, "ASK_AGAIN_S", 0.0)
+    routes = {path: (lambda req, body=body: (200, body)) for path, body in LLAMA_CPP.items()}
+    with FakeAPI(routes, port=port) as api:
+        assert model.default_json_mode == "schema" and model.context_tokens == 8192
+        assert model.server["kind"] == "llama.cpp"
+        asked = len(api.requests)
+        model.context_tokens
+    assert len(api.requests) == asked  # found: kept
+
+
+def test_the_model_asked_for_is_the_entry_read_not_the_first():
+    listing = {"/v1/models": {"object": "list", "data": [
+        {"id": "other", "object": "model", "owned_by": "someone"},
+        {"id": "Qwen/Qwen2.5", "object": "model", "owned_by": "vllm", "max_model_len": 4096}]}}
+    with serve(listing) as api:
+        found = detect(api.url + "/v1", model="Qwen/Qwen2.5")
+    assert (found.kind, found.context_tokens) == ("vllm", 4096)

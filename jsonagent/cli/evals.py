@@ -166,13 +166,12 @@ def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:
         Toolset.build([*opts.tools, *map(Path, tools)]).close()
     limits = usage_limits(opts.limit)
     if limits.cost is not None:  # a variant whose price is unknown would never reach it
-        from ..models import capabilities
         from ..pricing import known_or_refused
 
-        for v in variants:
-            model = _model(v.model or opts.model, v.base_url or opts.base_url, opts.api_key,
-                           not opts.no_kv_cache, None)
-            known_or_refused(capabilities(model), limits.cost)
+        for v in variants:  # nor one of its fallbacks, which may answer in its place
+            for spec in [v.model or opts.model, *opts.fallback]:
+                known_or_refused(_model(spec, v.base_url or opts.base_url, opts.api_key,
+                                        not opts.no_kv_cache, None), limits.cost)
 
 
 def _below(report: Report, rate: float | None) -> str | None:

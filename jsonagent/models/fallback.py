@@ -21,15 +21,17 @@ What becomes of a failure:
 On the last model the failure itself is raised, and the run ends on it.
 
 Where a run stands (which model answers, what is left of its budget) is a `Route`, one per
-run: the model's own hook (see hooks.py) keeps it by run id, hands it to `complete` through
-a context variable before each request, and forgets it when the run stops, so a resumed
-run starts again from the primary.
+stretch of a run: the model's own hook (see hooks.py) keeps it by the run's state, hands it
+to `complete` through a context variable before each request, and forgets it when the run
+stops or pauses (or its state is dropped, when nobody drove it to its end), so a resumed
+run starts again from the primary, with a fresh retry budget.
 """
 
 from __future__ import annotations
 
 import random
 import time
+import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Any, Callable
@@ -58,7 +60,11 @@ class Route:
     tries: int = 0
     """Tries again of the request under way."""
     shrunk: bool = False
-    """The request under way overflowed the window once already (and was summarised)."""
+    """The request under way overflowed the window once already (and was summarised): as
+    request.py's own flag, it holds for one request of a step and its takeovers reset it."""
+    request: tuple[int, int] = (0, 0)
+    """Which request of a step is under way: the run's steps and invalid replies when it
+    began (a summary's reply between its sends is not a new one)."""
     invalid: int = 0
     steps: int = 0
     in_row: int = 0
@@ -80,7 +86,8 @@ class FallbackModel:
         self.models = list(models)
         self.retry = retry or RetryConfig.model_construct()
         self._caps = [capabilities(m) for m in self.models]
-        self._routes: dict[str, Route] = {}
+        self._routes: dict[int, Route] = {}
+        """By the id of the run's state (see _Tracker)."""
         # the models' own hooks (a replayed script follows the run's calls) run beside ours
         self.hooks = (_Tracker(self), *(h for c in self._caps for h in c.hooks))
 
@@ -123,7 +130,7 @@ class FallbackModel:
             raise self._next(route, exc, "still over the window once summarised") from None
         except HOPELESS as exc:
             raise self._next(route, exc, "retrying cannot help") from None
-        route.tries, route.shrunk = 0, False
+        route.tries = 0
         if len(self.models) > 1:
             reply.model = self._caps[route.at].name
         return reply
@@ -139,7 +146,7 @@ class FallbackModel:
         said = _SAID.get(exc.kind, exc.kind) if exc is not None else why
         return TryAgain(f"{failed} {said} ({why if exc is not None else 'fallback_on_invalid'}); "
                         f"{self._caps[route.at].name} takes over", cause=exc, model=failed,
-                        fallback=self._caps[route.at].name)
+                        fallback=self._caps[route.at].name, takes_over=self._caps[route.at])
 
     def _wait(self, exc: ModelError, tries: int) -> float:
         """The endpoint's Retry-After, else an exponential backoff with jitter (from half to
@@ -194,11 +201,16 @@ class _Tracker:
 
     def before_model(self, state: Any) -> None:
         routes, retry = self.owner._routes, self.owner.retry
-        route = routes.get(state.run_id)
+        route = routes.get(id(state))
         if route is None:
-            route = routes[state.run_id] = Route(budget=retry.budget,
-                                                 invalid=state.stats.invalid_replies,
-                                                 steps=len(state.steps))
+            route = routes[id(state)] = Route(budget=retry.budget,
+                                              invalid=state.stats.invalid_replies,
+                                              steps=len(state.steps))
+            # an iterator left undrained never reaches on_end: the state's end ends it too
+            weakref.finalize(state, routes.pop, id(state), None)
+        request = (len(state.steps), state.stats.invalid_replies)
+        if request != route.request:  # a new request of a step, not this one sent again
+            route.request, route.shrunk = request, False
         if retry.fallback_on_invalid:
             if len(state.steps) > route.steps:  # a valid step since: the row is broken
                 route.in_row = 0
@@ -211,9 +223,15 @@ class _Tracker:
         _route.set(route)
 
     def on_end(self, state: Any, result: Any) -> None:
-        route = self.owner._routes.pop(state.run_id, None)
+        route = self.owner._routes.pop(id(state), None)
         if route is not None:
             route.over = True
+
+
+def each(model: Model) -> list[Capabilities]:
+    """The capabilities of every model that may answer: a fallback model's each, in order;
+    any other model's own."""
+    return list(model._caps) if isinstance(model, FallbackModel) else [capabilities(model)]
 
 
 def fallback(models: list[Model], retry: RetryConfig | None = None) -> Model:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable
+import time
+from typing import Any, Callable
 
 from ..cancel import quiet, watching
 from ..config import REPLY_TOKENS
@@ -27,6 +28,10 @@ _TOOL_WORDS = ("tool", "role")
 # The in-process backend samples without a repetition penalty; llama.cpp's server adds 1.1
 # unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
 # ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
+ASK_AGAIN_S = 10.0
+"""How long an endpoint where nobody answered detection is taken as unknown before it is
+asked again: a server starting up is found soon after, and requests meanwhile don't each
+wait for the probe (servers.TIMEOUT_S when it hangs)."""
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 _OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
@@ -109,6 +114,9 @@ class OpenAIModel:
         self._detect = detect and not _is_openai(self.base_url)
         self._found = None
         self._found_lock = threading.Lock()
+        self._unanswered: tuple[float, Any] | None = None
+        """When the endpoint last did not answer detection, and what that found (unknown):
+        kept for ASK_AGAIN_S, then the endpoint is asked again."""
         self._api_key = api_key
         self._declared = {"keeps_max_length": keeps_max_length,
                           "tool_results_alone": tool_results_alone}
@@ -236,14 +244,22 @@ class OpenAIModel:
 
     def _detected(self):
         """The server behind the endpoint, detected on first use and kept; its profile's
-        settings are applied under what the user gave (`extra_body`)."""
+        settings are applied under what the user gave (`extra_body`). An endpoint where
+        nobody answered (a server not up yet) is asked again, ASK_AGAIN_S later."""
         if not self._detect or self._found is not None:
             return self._found
         from .servers import detect
 
         with self._found_lock:
+            missed = self._unanswered
+            if self._found is None and missed is not None \
+                    and time.monotonic() - missed[0] < ASK_AGAIN_S:
+                return missed[1]
             if self._found is None:
-                found = detect(self.base_url, self._api_key)
+                found = detect(self.base_url, self._api_key, model=self.name)
+                if not found.answered:
+                    self._unanswered = (time.monotonic(), found)
+                    return found
                 profile = found.profile
                 if profile is not None:
                     self.sampling_extra = {**profile.extra, **self._extra_given}

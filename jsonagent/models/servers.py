@@ -1,7 +1,7 @@
 """Which OpenAI-compatible server answers at an endpoint, and the settings that suit it.
 
 Asked once, when a model first needs to know (see OpenAIModel.server), from what the server
-says of itself:
+says of itself (its own entry of /v1/models, where it lists several):
 
 | server                      | told by                                  | context window from        |
 |-----------------------------|------------------------------------------|----------------------------|
@@ -13,7 +13,7 @@ says of itself:
 
 Each server's best JSON enforcement and sampling are in PROFILES. Anything else is
 "unknown" and keeps the defaults every endpoint gets. Detection never raises: a server
-that does not answer is unknown.
+that does not answer is unknown for now (`answered` False), and asked again later.
 """
 
 from __future__ import annotations
@@ -79,14 +79,19 @@ class Server:
     """A PROFILES key, or "unknown"."""
     version: str | None = None
     context_tokens: int | None = None
+    answered: bool = True
+    """False when nobody answered (a connection refused, a timeout): the server may not be
+    up yet, so the endpoint is asked again later (see OpenAIModel)."""
 
     @property
     def profile(self) -> Profile | None:
         return PROFILES.get(self.kind)
 
 
-def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S) -> Server:
-    """Ask the endpoint what it is: its /v1/models, then what that points to."""
+def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S,
+           model: str | None = None) -> Server:
+    """Ask the endpoint what it is: its /v1/models (the entry of `model`, else the first),
+    then what that points to."""
     import httpx
 
     root = base_url.rstrip("/")
@@ -94,17 +99,18 @@ def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(timeout=timeout, headers=headers) as client:
-            return _detect(lambda path: _get(client, path), base_url.rstrip("/"), root)
+            return _detect(lambda path: _get(client, path), base_url.rstrip("/"), root, model)
     except httpx.TransportError as exc:  # nobody there (yet): the requests will say so
         log.debug("no server detected at %s: %s", base_url, exc)
-        return Server("unknown")
+        return Server("unknown", answered=False)
 
 
-def _detect(get, base: str, root: str) -> Server:
+def _detect(get, base: str, root: str, model: str | None = None) -> Server:
     models = get(f"{base}/models")
     entries = models.get("data") if isinstance(models, dict) else None
-    first = entries[0] if isinstance(entries, list) and entries and \
-        isinstance(entries[0], dict) else {}
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    # the model's own entry: a server may list several, of different owners or windows
+    first = next((e for e in entries if e.get("id") == model), entries[0] if entries else {})
     owner = first.get("owned_by")
     if owner == "llamacpp":
         return _llama_cpp(get(f"{root}/props"))

@@ -83,13 +83,10 @@ class OpenAIModel:
         is never asked. `provider` names who bills the tokens, for the run's cost, where the
         URL does not say (a proxy; see pricing.py).
 
-        `keeps_max_length`: the endpoint's grammar holds a schema's maxLength (llama.cpp's
-        servers do), so the thought's cap needs no streamed reply watched by the loop.
-        `tool_results_alone`: the endpoint takes a `tool` message (with its id) that no
-        assistant `tool_calls` announced, as llama-cpp-python's server does: each step is then
-        sent as its JSON alone, which its chat template renders exactly as in-process, instead
-        of the JSON followed by the call again (with the arguments JSON-encoded twice).
-        None takes what the detected server's profile says (servers.py)."""
+        `keeps_max_length`, `tool_results_alone`: what the endpoint does with a prompt (see
+        servers.Profile, whose values None takes): its grammar holds maxLength, so the
+        thought's cap needs no watched stream; it takes a `tool` message no `tool_calls`
+        announced, so a step goes as its JSON alone, as its template renders in-process."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -123,9 +120,7 @@ class OpenAIModel:
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
-        # The SDK's own retries stay off (max_retries 0): one loop retries, ours
-        # (models/fallback.py), which honours Retry-After, counts a run's budget, says each
-        # retry in the event stream, and stops waiting the moment the run is cancelled.
+        # The SDK's retries stay off (max_retries 0): one loop retries, ours (fallback.py).
         # Its async client, on an event loop of our own, so that a cancel of the run cancels
         # the request and closes its connection (the server then stops generating).
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout,

@@ -137,9 +137,9 @@ def dataset(kinds: set[str] | None, ids: list[str] | None) -> Dataset:
 
 
 @functools.cache
-def model_for(name: str, gguf: str, base_url: str | None, n_ctx: int):
-    """One model a variant, loaded once for the whole benchmark."""
-    setup = VARIANTS[name]
+def model_for(setup: Setup, gguf: str, base_url: str | None, n_ctx: int):
+    """One model a setup, loaded once for the whole benchmark: the local variants, which
+    differ in their AgentConfig only, share the one in-process model."""
     if setup.where == "local":
         from jsonagent.models.local import LocalConfig, LocalModel
 
@@ -165,11 +165,16 @@ def factory(gguf: str, base_url: str | None, max_steps: int, n_ctx: int = 8192, 
             own = [tool(fn, confirm=fn.__name__ in world.confirm) for fn in world.tools]
             extra = {"tools": [*core_tools(), *own], "output_type": world.output,
                      "approve": world.approve}  # by default the person refuses every call put
-        model = model_for(variant.name, gguf, base_url, n_ctx)
+        model = model_for(_model_part(VARIANTS[variant.name]), gguf, base_url, n_ctx)
         return Agent(model=wrap(model, variant) if wrap else model, max_steps=max_steps,
                      ask_human=scripted_human(task), config=AgentConfig(**variant.config),
                      **extra)
     return build
+
+
+def _model_part(setup: Setup) -> Setup:
+    """What of a setup makes its model (not its AgentConfig fields)."""
+    return Setup(setup.where, (), setup.temperature, setup.penalty, setup.keywords)
 
 
 def run_smolagents(ds: Dataset, repeat: int, out: Path, server, args) -> None:

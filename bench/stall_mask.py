@@ -79,7 +79,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     masks: dict[str, Masking] = {}
 
-    def wrap(model, variant):  # both arms share the one local model
+    def wrap(model, variant):  # both arms share the one local model (eval_tasks.model_for)
         return masks.setdefault("mask", Masking(model)) if variant.name == "mask" else model
 
     build = eval_tasks.factory(gguf, None, args.max_steps, args.n_ctx, wrap=wrap)

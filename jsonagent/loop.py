@@ -15,9 +15,10 @@ from typing import Any, Callable, Iterator
 
 from . import events as ev
 from . import grounding, stall
+from .calling import Calling
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import Cancelled, JsonAgentError, LimitReached, ToolError, UserError
+from .errors import Cancelled, JsonAgentError, LimitReached, UserError
 from .hooks import ToolCall, Veto
 from .limits import Limits
 from .notes import note
@@ -26,7 +27,6 @@ from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import (COMPLETED, FAILED, INTERRUPTED, LIMIT_REACHED, MAX_STEPS, NEEDS_HUMAN,
                      RUNNING, STALLED, Reason)
-from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 
 Generator = Iterator[ev.Event]
@@ -59,6 +59,7 @@ class Loop:
         self.limits = Limits(deps.config, deps.toolset, deps.caps)
         """Checked before each model request (by the requester) and each tool call."""
         self.requests = Requester(deps, self.cancel, watched, self.limits)
+        self.calling = Calling(deps.toolset, ctx)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -188,7 +189,7 @@ class Loop:
         if isinstance(call, Veto):
             record.observation, record.error = {"error": call.message}, True
         else:
-            out, record.error = self._invoke(call)
+            out, record.error = self.calling.invoke(self.s, call)
             if isinstance(out, Pending):  # nobody could answer: pause until someone does
                 yield self._pause(out)
                 return
@@ -224,24 +225,6 @@ class Loop:
             return None
         verdict = stall.check(steps, self.config.stall_after)
         return tool.name if verdict is not None and verdict.action == "warn" else None
-
-    def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
-        tool = self.toolset.get(call.tool)
-        if tool is None:
-            return {"error": f"unknown tool {call.tool!r}"}, True
-        self.ctx.step = len(self.s.steps)
-        if call.tool == CODE_TOOL:
-            self.s.code_used = True
-        try:
-            wait = self.cancel.call_here if tool.stops_on_cancel else self.cancel.call
-            out = wait(tool.invoke, call.args, self.ctx)
-        except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
-            raise
-        except ToolError as exc:
-            return {"error": str(exc)}, True
-        except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
-            return {"error": f"{type(exc).__name__}: {exc}"}, True
-        return (out if isinstance(out, Pending) else ev.jsonable(out)), False
 
     def _tool_result(self, record: StepRecord, note_: str | None = None,
                      warn: bool = True) -> ev.ToolResult:

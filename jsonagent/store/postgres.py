@@ -17,22 +17,23 @@ import json
 import uuid
 from typing import Any, Callable
 
+from ..calls import Call
 from ..errors import ConfigError, Conflict, Held, SessionBusy
 from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionInfo
 from .driven import Driven
-from .items import Items
+from .call_log import CallLog
 from .news import News
 from .pg_link import CHANNEL, NOW, Link, Listener
-from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
-                   session_info, waiting_message)
+from .rows import (CALL_COLUMNS, CHECKPOINTS, SUB_SESSIONS_HIDDEN, call_of, call_row, claimed,
+                   ended, owner_json, run_info, session_info, waiting_message)
 
 TAKEOVER_AFTER = 15.0
 """Seconds within which a run whose node died is taken over by another node."""
 
 
-class PostgresStore(Items):
+class PostgresStore(CallLog):
     MARK = "%s"
 
     def __init__(self, url: str, takeover_after: float | None = None, pool_size: int = 16):
@@ -258,6 +259,37 @@ class PostgresStore(Items):
 
         # a run in flight waits out a database restart, up to the time a takeover takes
         self.link.call(work, patience=self.takeover_after)
+
+    # -- the call log ---------------------------------------------------------------------------
+
+    def call_started(self, call: Call, state: RunState) -> Call:
+        """Fenced like `record`: a node that lost the run never starts its tool."""
+        token = self._claims.get(state.run_id)
+
+        def work(db: Any) -> Call:
+            fence = db.execute(f"UPDATE runs SET state = %s, status = %s, updated_at = {NOW}, "
+                               f"heartbeat_at = {NOW} WHERE id = %s AND claim = %s",
+                               (state.model_dump_json(), state.status, state.run_id, token))
+            if fence.rowcount != 1:
+                raise Conflict(f"run {state.run_id} was taken over by another node; this one "
+                               "let it go")
+            db.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 11)}) "
+                       "ON CONFLICT (key) DO NOTHING", call_row(call))
+            return call_of(db.execute("SELECT * FROM calls WHERE key = %s",
+                                      (call.key,)).fetchone())
+
+        return self.link.call(work, patience=self.takeover_after)
+
+    def release(self, run_id: str) -> None:
+        """No claim and no heartbeat: stale at once, and the nodes are told to look."""
+        token = self._claims.pop(run_id, None)
+
+        def work(db: Any) -> None:
+            db.execute("UPDATE runs SET heartbeat_at = NULL, claim = NULL WHERE id = %s AND "
+                       "claim = %s AND status = %s", (run_id, token, RUNNING))
+            self._notify(db, "q:")
+
+        self.link.call(work)
 
     def drive(self, run_id: str, stop: Callable[[str], None]) -> Callable[[], None]:
         release = self._driven.add(run_id, stop)

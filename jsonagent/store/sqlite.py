@@ -12,22 +12,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..calls import Call
 from ..errors import ConfigError, Held
 from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
-from .items import Items
+from .call_log import CallLog
 from .news import News
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
-                   run_info, session_info, waiting_message)
+from .rows import (CALL_COLUMNS, CHECKPOINTS, SUB_SESSIONS_HIDDEN, call_of, call_row, claimed,
+                   ended, owner, owner_json, run_info, session_info, waiting_message)
 
 CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
 
 
-class SQLiteStore(Items):
+class SQLiteStore(CallLog):
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.RLock()  # one connection, shared by the threads of a server
@@ -276,6 +277,38 @@ class SQLiteStore(Items):
                            (state.model_dump_json(), state.status, now, now, state.run_id))
             del self._pending[event.run_id]
         self.news.events(event.run_id)
+
+    # -- the call log ---------------------------------------------------------------------------
+
+    def call_started(self, call: Call, state: RunState) -> Call:
+        """One transaction: the events waiting for a checkpoint, the state, and the call."""
+        with self._lock:
+            waiting = self._pending.pop(state.run_id, [])
+            with self._tx() as db:
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
+                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
+                           "heartbeat_at = ? WHERE id = ?", (state.model_dump_json(),
+                                                            state.status, call.started_at,
+                                                            call.started_at, state.run_id))
+                db.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
+                           f"({', '.join('?' * 11)}) ON CONFLICT (key) DO NOTHING",
+                           call_row(call))
+                row = self._one(db, "SELECT * FROM calls WHERE key = ?", (call.key,))
+        if waiting:
+            self.news.events(state.run_id)
+        return call_of(row)
+
+    @staticmethod
+    def _one(db: sqlite3.Connection, sql: str, args: tuple) -> dict[str, Any]:
+        cur = db.execute(sql, args)
+        return dict(zip([d[0] for d in cur.description], cur.fetchone()))
+
+    def release(self, run_id: str) -> None:
+        """No owner and no heartbeat: the next look for work finds it orphaned."""
+        with self._tx() as db:
+            db.execute("UPDATE runs SET owner = NULL, heartbeat_at = NULL WHERE id = ? AND "
+                       "status = ?", (run_id, RUNNING))
+        self.news.queued()
 
     def load_run(self, run_id: str) -> RunInfo:
         rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "

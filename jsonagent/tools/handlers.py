@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
+from ..calls import IDEMPOTENT, KEY_ENV, KEY_HEADER, current_key
 from ..tracing import outgoing_headers
 from .spec_checks import ARG_REF, BRACED, ENV_REF
 from .specs import ToolSpec
@@ -193,10 +194,12 @@ class CommandHandler:
                 argv.append(_render(args[m.group(1)]))
         name = Path(self.argv[0]).name
         data = json.dumps(args, ensure_ascii=False).encode() if self.stdin_json else None
+        key = current_key()
+        env = {**self.env, KEY_ENV: key} if key else self.env
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None
                                     else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
+                                    stderr=subprocess.PIPE, env=env, cwd=self.cwd,
                                     start_new_session=True, preexec_fn=_dies_with_us())
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
@@ -261,6 +264,7 @@ class HttpHandler:
         self.spec = spec
         self.where = f"{spec.origin} ({spec.name})"
         self.method = http.get("method", "GET").upper()
+        self.effects = IDEMPOTENT if self.method in ("GET", "HEAD") else None  # reads only
         self.url = resolve_secrets(http["url"], f"{self.where}: /handler/http/url")
         self.query = {k: resolve_secrets(v, f"{self.where}: /handler/http/query/{k}")
                       if isinstance(v, str) else v for k, v in http.get("query", {}).items()}
@@ -277,7 +281,9 @@ class HttpHandler:
     def __call__(self, **args: Any) -> Any:
         # async, so that a cancel of the run cancels the request and closes its connection;
         # the trace's headers are read here, in the tool call's own context
-        return run_coroutine(self._request(args, outgoing_headers()))
+        key = current_key()
+        sent = {**outgoing_headers(), **({KEY_HEADER: key} if key else {})}
+        return run_coroutine(self._request(args, sent))
 
     async def _request(self, args: dict[str, Any], trace: dict[str, str] | None = None) -> Any:
         import httpx
@@ -295,7 +301,8 @@ class HttpHandler:
         if body is None and self.body is None and self.method in ("POST", "PUT", "PATCH"):
             body = args
         where = _safe_url(url)
-        headers = {**(trace or {}), **self.headers}  # the spec's own headers win
+        # the trace's and the call's key; the spec's own headers win
+        headers = {**(trace or {}), **self.headers}
         try:
             async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
                 request = client.build_request(self.method, url, params=query or None,

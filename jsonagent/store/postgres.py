@@ -282,11 +282,13 @@ class PostgresStore(CallLog):
 
     def release(self, run_id: str) -> None:
         """No claim and no heartbeat: stale at once, and the nodes are told to look."""
-        token = self._claims.pop(run_id, None)
+        self._claims.pop(run_id, None)
 
         def work(db: Any) -> None:
+            # by owner, not by claim token: the run's driving may have ended here already
+            # (its token dropped); a run another node took over has another owner
             db.execute("UPDATE runs SET heartbeat_at = NULL, claim = NULL WHERE id = %s AND "
-                       "claim = %s AND status = %s", (run_id, token, RUNNING))
+                       "owner = %s AND status = %s", (run_id, owner_json(self.me), RUNNING))
             self._notify(db, "q:")
 
         self.link.call(work)

@@ -98,6 +98,12 @@ def current_key() -> str | None:
     return _current.get()
 
 
+def keyed(values: dict[str, str], name: str) -> dict[str, str]:
+    """`values` plus the running call's key under `name` (an env variable, a header)."""
+    key = _current.get()
+    return {**values, name: key} if key else values
+
+
 def set_current(key: str | None) -> Any:
     return _current.set(key)
 

@@ -146,6 +146,16 @@ def _crash_during(db, run_id: str, step: int, ended: bool) -> None:
     conn.close()
 
 
+def _paid_then_cut_short(tmp_path, ended: bool):
+    """A run that paid once, made to look as if its process died while paying."""
+    paid = []
+    agent = _payer(tmp_path, paid)
+    run = agent.run("pay").run_id
+    _crash_during(tmp_path / "runs.db", run, 1, ended=ended)
+    paid.clear()
+    return agent, run, paid
+
+
 def _payer(tmp_path, paid: list):
     @tool(effects="once")
     def pay(amount: int, ctx: RunContext) -> str:
@@ -158,11 +168,7 @@ def _payer(tmp_path, paid: list):
 
 
 def test_a_finished_call_is_never_run_again_its_recorded_result_is_used(tmp_path):
-    paid = []
-    agent = _payer(tmp_path, paid)
-    run = agent.run("pay").run_id
-    _crash_during(tmp_path / "runs.db", run, 1, ended=True)
-    paid.clear()
+    agent, run, paid = _paid_then_cut_short(tmp_path, ended=True)
     result = agent.resume(run)
     assert result.status == "completed" and paid == []
     assert result.steps[0].observation == "paid 3"
@@ -171,11 +177,7 @@ def test_a_finished_call_is_never_run_again_its_recorded_result_is_used(tmp_path
 @pytest.mark.parametrize("answer", ["happened", "run it again", "fail"])
 def test_a_once_call_with_no_result_waits_for_a_person_and_each_answer_does_what_it_says(
         tmp_path, answer):
-    paid = []
-    agent = _payer(tmp_path, paid)
-    run = agent.run("pay").run_id
-    _crash_during(tmp_path / "runs.db", run, 1, ended=False)
-    paid.clear()
+    agent, run, paid = _paid_then_cut_short(tmp_path, ended=False)
     waiting = agent.resume(run)
     key = call_key(run, 1)
     assert waiting.status == "needs_human" and paid == []

@@ -284,8 +284,9 @@ def test_after_kill_9_the_taking_node_keeps_the_key_and_a_once_call_waits_for_a_
 def test_sigterm_hands_runs_in_flight_to_another_node_at_once_and_exits_0(nodes, tmp_path):
     """Issue 41, item 3: the stopping node finishes the tool call in flight, checkpoints,
     releases its claim; the other node goes on within 2 s, though takeover-after is 15 s."""
-    replies = [step("wait", {"seconds": 1.0}, "one"), step("wait", {"seconds": 1.01}, "two"),
-               step("wait", {"seconds": 1.02}, "three"), DONE]
+    # long enough that both runs are still in flight once b is up, short of the grace period
+    replies = [step("wait", {"seconds": 3.0}, "one"), step("wait", {"seconds": 3.01}, "two"),
+               step("wait", {"seconds": 3.02}, "three"), DONE]
     (a,) = nodes(replies, 1, "--workers", "2", "--drain-timeout", "5")
     runs = [a.create(input=f"work {n}")["id"] for n in range(2)]
     for run_id in runs:
@@ -299,8 +300,18 @@ def test_sigterm_hands_runs_in_flight_to_another_node_at_once_and_exits_0(nodes,
     assert stopped < 5 + 1, stopped  # within the grace period
     deadline = time.monotonic() + 2
     while not all(_owner_node(b, r) == "b" for r in runs):
-        assert time.monotonic() < deadline, "not taken over within 2 s of the stop"
+        assert time.monotonic() < deadline, ("not taken over within 2 s of the stop",
+                                             _rows(b, runs), a.output()[-3000:])
         time.sleep(0.05)
     for run_id in runs:
         assert b.wait(run_id, "completed", timeout=60)["answer"] == "42"
         driven_once(events_of(b, run_id))
+
+
+def _rows(server: Server, run_ids: list[str]) -> list:
+    import psycopg
+
+    url = next(arg for arg in server.args if arg.startswith("postgresql://"))
+    with psycopg.connect(url) as db:
+        return db.execute("SELECT id, status, owner, heartbeat_at, claim FROM jsonagent.runs "
+                          "WHERE id = ANY(%s)", (run_ids,)).fetchall()

@@ -12,23 +12,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..calls import Call
 from ..errors import ConfigError, Held
 from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
 from .call_log import CallLog
-from .news import News
+from .news import News, Told
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import (CALL_COLUMNS, CHECKPOINTS, SUB_SESSIONS_HIDDEN, call_of, call_row, claimed,
-                   ended, owner, owner_json, run_info, session_info, waiting_message)
+from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
+                   run_info, session_info, waiting_message)
 
 CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
 
 
-class SQLiteStore(CallLog):
+class SQLiteStore(CallLog, Told):
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.RLock()  # one connection, shared by the threads of a server
@@ -265,43 +264,24 @@ class SQLiteStore(CallLog):
         transaction with the state: a step costs one transaction, not three."""
         row = (event.run_id, event.seq, event.type, event.t, event.to_json())
         with self._lock:  # runs of a server share this store from several threads
-            waiting = self._pending.setdefault(event.run_id, [])
-            waiting.append(row)
+            self._pending.setdefault(event.run_id, []).append(row)
             if event.type not in CHECKPOINTS:
                 return
-            now = time.time()
             with self._tx() as db:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
-                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
-                           "heartbeat_at = ? WHERE id = ?",
-                           (state.model_dump_json(), state.status, now, now, state.run_id))
-            del self._pending[event.run_id]
+                self._checkpoint(db, state)
         self.news.events(event.run_id)
 
-    # -- the call log ---------------------------------------------------------------------------
+    def _checkpoint(self, db: sqlite3.Connection, state: RunState) -> None:
+        """The run's waiting events and its state (the lock is held)."""
+        now = time.time()
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                       self._pending.pop(state.run_id, []))
+        db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, heartbeat_at = ? "
+                   "WHERE id = ?", (state.model_dump_json(), state.status, now, now, state.run_id))
 
-    def call_started(self, call: Call, state: RunState) -> Call:
-        """One transaction: the events waiting for a checkpoint, the state, and the call."""
-        with self._lock:
-            waiting = self._pending.pop(state.run_id, [])
-            with self._tx() as db:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
-                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
-                           "heartbeat_at = ? WHERE id = ?", (state.model_dump_json(),
-                                                            state.status, call.started_at,
-                                                            call.started_at, state.run_id))
-                db.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
-                           f"({', '.join('?' * 11)}) ON CONFLICT (key) DO NOTHING",
-                           call_row(call))
-                row = self._one(db, "SELECT * FROM calls WHERE key = ?", (call.key,))
-        if waiting:
-            self.news.events(state.run_id)
-        return call_of(row)
-
-    @staticmethod
-    def _one(db: sqlite3.Connection, sql: str, args: tuple) -> dict[str, Any]:
-        cur = db.execute(sql, args)
-        return dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    def _write(self, work: Callable[[Any], Any]) -> Any:
+        with self._lock, self._tx() as db:
+            return work(db)
 
     def release(self, run_id: str) -> None:
         """No owner and no heartbeat: the next look for work finds it orphaned."""
@@ -377,12 +357,6 @@ class SQLiteStore(CallLog):
                        "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
         self.news.events(run_id)
         return True
-
-    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        return self.news.listen(callback)
-
-    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
-        return self.news.on_queued(callback)
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
         return run_info(row, self._live(row))

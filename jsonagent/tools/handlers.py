@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
-from ..calls import IDEMPOTENT, KEY_ENV, KEY_HEADER, current_key
+from ..calls import IDEMPOTENT, KEY_ENV, KEY_HEADER, keyed
 from ..tracing import outgoing_headers
 from .spec_checks import ARG_REF, BRACED, ENV_REF
 from .specs import ToolSpec
@@ -194,13 +194,12 @@ class CommandHandler:
                 argv.append(_render(args[m.group(1)]))
         name = Path(self.argv[0]).name
         data = json.dumps(args, ensure_ascii=False).encode() if self.stdin_json else None
-        key = current_key()
-        env = {**self.env, KEY_ENV: key} if key else self.env
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None
                                     else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=env, cwd=self.cwd,
-                                    start_new_session=True, preexec_fn=_dies_with_us())
+                                    stderr=subprocess.PIPE, env=keyed(self.env, KEY_ENV),
+                                    cwd=self.cwd, start_new_session=True,
+                                    preexec_fn=_dies_with_us())
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
@@ -281,9 +280,7 @@ class HttpHandler:
     def __call__(self, **args: Any) -> Any:
         # async, so that a cancel of the run cancels the request and closes its connection;
         # the trace's headers are read here, in the tool call's own context
-        key = current_key()
-        sent = {**outgoing_headers(), **({KEY_HEADER: key} if key else {})}
-        return run_coroutine(self._request(args, sent))
+        return run_coroutine(self._request(args, keyed(outgoing_headers(), KEY_HEADER)))
 
     async def _request(self, args: dict[str, Any], trace: dict[str, str] | None = None) -> Any:
         import httpx
@@ -301,8 +298,7 @@ class HttpHandler:
         if body is None and self.body is None and self.method in ("POST", "PUT", "PATCH"):
             body = args
         where = _safe_url(url)
-        # the trace's and the call's key; the spec's own headers win
-        headers = {**(trace or {}), **self.headers}
+        headers = {**(trace or {}), **self.headers}  # the spec's own headers win
         try:
             async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
                 request = client.build_request(self.method, url, params=query or None,
@@ -369,8 +365,7 @@ class HttpHandler:
 
 def _safe_url(url: str) -> str:
     """The URL without its query, which may hold a key."""
-    parts = urlsplit(url)
-    return parts._replace(query="", fragment="").geturl()
+    return urlsplit(url)._replace(query="", fragment="").geturl()
 
 
 def _resolve_tree(node: Any, where: str) -> Any:
@@ -392,10 +387,8 @@ def _fill(node: Any, args: dict[str, Any]) -> Any:
     def walk(n: Any) -> Any:
         if isinstance(n, str):
             m = ARG_REF.match(n)
-            if m:
-                value = args.get(m.group(1))
-                return _ABSENT if value is None else value
-            return n
+            value = args.get(m.group(1)) if m else n
+            return _ABSENT if value is None else value
         if isinstance(n, dict):
             out = {k: walk(v) for k, v in n.items()}
             return {k: v for k, v in out.items() if v is not _ABSENT}

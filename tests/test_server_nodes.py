@@ -5,6 +5,7 @@ request; a dead node's runs are taken over."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import json
 import time
 from collections import Counter
@@ -218,3 +219,99 @@ def test_an_a2a_task_started_on_one_node_is_answered_and_read_through_another(no
             await hb.aclose()
 
     asyncio.run(asyncio.wait_for(flow(), 90))
+
+
+LEDGER_TOOL = """
+import json, os, sys, time
+with open(sys.argv[1], "a") as ledger:
+    ledger.write(json.dumps({"key": os.environ["JSONAGENT_IDEMPOTENCY_KEY"],
+                             "amount": int(sys.argv[2])}) + "\\n")
+time.sleep(float(sys.argv[3]))
+print("paid")
+"""
+
+
+def _ledger_tools(tmp_path, effects: str, seconds: float):
+    """A command tool that writes its call's key to a ledger, then takes `seconds`."""
+    ledger = tmp_path / "ledger.jsonl"
+    (tmp_path / "ledger_tool.py").write_text(LEDGER_TOOL)
+    specs = tmp_path / "pay.json"
+    specs.write_text(json.dumps([{"name": "pay", "effects": effects, "parameters": [
+        {"name": "amount", "type": "integer"}], "handler": {"command": [
+            __import__("sys").executable, str(tmp_path / "ledger_tool.py"), str(ledger),
+            "{amount}", str(seconds)]}}]))
+    return ledger, specs
+
+
+def _ledger(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("effects", ["unknown", "once"])
+def test_after_kill_9_the_taking_node_keeps_the_key_and_a_once_call_waits_for_a_person(
+        nodes, tmp_path, effects):
+    """Issue 41: node a dies mid-call; node b's step is the recorded call with the same key.
+    An unknown call runs again with it; a once call waits, and is answered over REST."""
+    ledger, specs = _ledger_tools(tmp_path, effects, 4.0)
+    replies = [step("pay", {"amount": 7}, "pay"), DONE]
+    (a,) = nodes(replies, 1, "--tools", str(specs), "--takeover-after", "2")
+    run = a.create(input="pay")
+    deadline = time.monotonic() + 30
+    while not _ledger(ledger):
+        assert time.monotonic() < deadline, a.output()
+        time.sleep(0.05)
+    a.kill()  # mid-call: its command dies with it
+    (b,) = nodes(replies, 1, "--tools", str(specs), "--takeover-after", "2")
+    key = f"{run['id']}.1.0"
+    if effects == "unknown":
+        done = b.wait(run["id"], "completed", timeout=60)
+        assert _ledger(ledger) == [{"key": key, "amount": 7}] * 2  # the same key, again
+    else:
+        waiting = b.wait(run["id"], "requires_action", timeout=60)
+        assert waiting["required_action"] == {"kind": "once", "tool": "pay",
+                                              "args": {"amount": 7}, "key": key}
+        with b.client as c:
+            bad = c.post(f"/v1/runs/{run['id']}/respond", json={"answer": "perhaps"})
+            assert bad.status_code == 422, bad.text
+            assert c.post(f"/v1/runs/{run['id']}/respond",
+                          json={"answer": "happened"}).status_code == 202
+        done = b.wait(run["id"], "completed", timeout=60)
+        assert _ledger(ledger) == [{"key": key, "amount": 7}]  # it happened once
+        assert "went through" in done["steps"][0]["observation"]["note"]
+    assert done["answer"] == "42" and _owner_node(b, run["id"]) == "b"
+
+
+def test_sigterm_hands_runs_in_flight_to_another_node_at_once_and_exits_0(nodes, tmp_path):
+    """Issue 41, item 3: the stopping node finishes the tool call in flight, checkpoints,
+    releases its claim; the other node goes on within 2 s, though takeover-after is 15 s."""
+    # long enough that both runs are still in flight once b is up, short of the grace period
+    replies = [step("wait", {"seconds": 3.0}, "one"), step("wait", {"seconds": 3.01}, "two"),
+               step("wait", {"seconds": 3.02}, "three"), DONE]
+    (a,) = nodes(replies, 1, "--workers", "2", "--drain-timeout", "5")
+    runs = [a.create(input=f"work {n}")["id"] for n in range(2)]
+    for run_id in runs:
+        a.wait(run_id, "in_progress")
+    time.sleep(0.3)  # their first tool calls are running
+    (b,) = nodes(replies, 1)
+    started = time.monotonic()
+    code = a.kill(signal.SIGTERM, wait_s=10)
+    stopped = time.monotonic() - started
+    assert code == 0, a.output()
+    assert stopped < 5 + 1, stopped  # within the grace period
+    deadline = time.monotonic() + 2
+    while not all(_owner_node(b, r) == "b" for r in runs):
+        assert time.monotonic() < deadline, ("not taken over within 2 s of the stop",
+                                             _rows(b, runs), a.output()[-3000:])
+        time.sleep(0.05)
+    for run_id in runs:
+        assert b.wait(run_id, "completed", timeout=60)["answer"] == "42"
+        driven_once(events_of(b, run_id))
+
+
+def _rows(server: Server, run_ids: list[str]) -> list:
+    import psycopg
+
+    url = next(arg for arg in server.args if arg.startswith("postgresql://"))
+    with psycopg.connect(url) as db:
+        return db.execute("SELECT id, status, owner, heartbeat_at, claim FROM jsonagent.runs "
+                          "WHERE id = ANY(%s)", (run_ids,)).fetchall()

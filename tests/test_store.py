@@ -285,3 +285,62 @@ def test_the_cli_says_in_one_line_when_the_database_cannot_be_reached(tmp_path):
         assert out.stderr.startswith("error: cannot use the PostgreSQL store at 127.0.0.1:")
         assert "Connection refused" in out.stderr and "hunter2" not in out.stderr
         assert out.stderr.count("\n") == 1
+
+
+def test_the_call_log_keeps_the_first_record_of_a_key_and_its_first_result(stores):
+    """Issue 41: a key stays with the tool and arguments it was first recorded with, and a
+    call ends once; another process reads both."""
+    from jsonagent.calls import Call, call_key
+
+    first, second = stores(), stores()
+    sid = first.open_session("calls")
+    state = first.start_run(sid, lambda last: _state(first, sid, "q"), 0)
+    key = call_key(state.run_id, 1)
+    recorded = first.call_started(Call(key, state.run_id, 1, 0, "pay", {"amount": 1}, "once",
+                                       time.time()), state)
+    assert (recorded.tool, recorded.args, recorded.effects, recorded.ended) == (
+        "pay", {"amount": 1}, "once", False)
+    again = first.call_started(Call(key, state.run_id, 1, 0, "pay", {"amount": 2}, "once",
+                                    time.time()), state)
+    assert again.args == {"amount": 1}  # the first record wins
+    assert second.call(key).ended is False and second.call("nope") is None
+    first.call_ended(key, {"paid": 1}, False)
+    first.call_ended(key, {"paid": 2}, True)  # only the first end counts
+    (logged,) = second.calls(state.run_id)
+    assert (logged.ended, logged.result, logged.error) == (True, {"paid": 1}, False)
+
+
+def test_a_released_run_is_taken_over_at_once_by_another_process(stores):
+    """A node that stops lets go of its runs: the next look for work finds them, with no
+    heartbeat to wait out (issue 41, item 3)."""
+    first, second = stores(takeover_after=30), stores(takeover_after=30)
+    sid = first.open_session("rel")
+    first.start_run(sid, lambda last: _state(first, sid, "q"), 0, queued=True)
+    mine = first.next_run()
+    stop = first.drive(mine.id, lambda why: None)
+    assert second.next_run() is None  # driven by a live process
+    first.release(mine.id)
+    stop()
+    taken = second.next_run()
+    assert taken is not None and taken.id == mine.id and taken.state.status == "interrupted"
+
+
+def test_a_node_that_lost_its_run_can_never_start_a_call_of_it(pg_url):
+    from jsonagent.calls import Call, call_key
+
+    old, new = open_store(pg_url, takeover_after=1), open_store(pg_url, takeover_after=1)
+    try:
+        sid = old.open_session("fence")
+        old.start_run(sid, lambda last: _state(old, sid, "q"), 0, queued=True)
+        mine = old.next_run()
+        old.release(mine.id)
+        taken = new.next_run()
+        assert taken.id == mine.id
+        key = call_key(mine.id, 1)
+        with pytest.raises(Conflict):
+            old.call_started(Call(key, mine.id, 1, 0, "pay", {}, "once", time.time()),
+                             mine.state)
+        assert new.call(key) is None  # nothing was recorded, nothing ran
+    finally:
+        old.close()
+        new.close()

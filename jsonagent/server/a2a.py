@@ -25,6 +25,7 @@ from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
                        HTTPAuthSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
                        TaskState)
 
+from ..calls import once_question
 from ..errors import Conflict, SessionBusy, Unknown
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, Reason
 from ..events import ThoughtDelta
@@ -144,8 +145,10 @@ class RunExecutor(AgentExecutor):
         elif status == NEEDS_HUMAN:
             info = await asyncio.to_thread(self.runner.get, run_id)
             pending = info.state.pending
-            asked = pending.question if pending.kind == "question" else None
-            await updater.requires_input(say(asked or approval_question(pending)))
+            asked = pending.question if pending.kind == "question" else \
+                once_question(pending.tool, pending.args, pending.key) \
+                if pending.kind == "once" else approval_question(pending)
+            await updater.requires_input(say(asked))
         elif status == INTERRUPTED:
             await updater.cancel(say(event.get("error") or Reason.CANCELLED))
         else:  # max_steps, stalled, limit_reached, failed, expired

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..calls import Call
 from ..errors import SessionBusy
 from ..home import home
 from ..state import RunState
@@ -159,6 +160,28 @@ class Store(Protocol):
     def record(self, event: Any, state: RunState) -> None:
         """Append an event; at a step boundary, also checkpoint the state."""
 
+    # -- the call log (calls.py) --------------------------------------------------------------
+
+    def call_started(self, call: Call, state: RunState) -> Call:
+        """Record a tool call before it runs, and checkpoint `state` (its step in flight)
+        with it: a run resumed or taken over goes on from this call, and never asks the
+        model for the step again. The first record of a key wins: the call returned is the
+        one recorded, so a key always stays with the same tool and arguments. Raises
+        Conflict when this process no longer drives the run (another node took it over)."""
+
+    def call_ended(self, key: str, result: Any, error: bool) -> None:
+        """Record what the call returned (JSON data), once: it is never run again."""
+
+    def call(self, key: str) -> Call | None:
+        """The call recorded under `key`, if any."""
+
+    def calls(self, run_id: str) -> list[Call]:
+        """The run's calls, in the order of their steps."""
+
+    def release(self, run_id: str) -> None:
+        """Let go of a run this process drives, at its checkpoint, so that another process
+        takes it over at once instead of after a missed heartbeat (a node that stops)."""
+
     def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call `callback()`, from any thread, whenever a run is queued or answered (in any
         process sharing the store): there is work to claim. Returns the function that stops
@@ -203,6 +226,8 @@ def resume_command(run_id: str, pending: dict | None) -> str:
     """The exact command that answers a paused run."""
     if pending and pending.get("kind") == "approval":
         return f"jsonagent resume {run_id} --approve   (or --deny --reason TEXT)"
+    if pending and pending.get("kind") == "once":
+        return f"jsonagent resume {run_id} --answer happened   (or again, or fail)"
     return f"jsonagent resume {run_id} --answer TEXT"
 
 

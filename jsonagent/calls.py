@@ -3,8 +3,8 @@
 The key is derived from the run id, the step and the call's index in the step (0 when a
 step has one call), so a step done again after a takeover, a resume or a retry gets the
 same key, and every other call another one. Parallel calls, the call log, HTTP's
-`Idempotency-Key`, a command's `JSONAGENT_IDEMPOTENCY_KEY`, MCP's `_meta` and a sub-run's
-identity all use this one key (`call_key`).
+`Idempotency-Key`, a command's `JSONAGENT_IDEMPOTENCY_KEY`, MCP's `_meta`, an A2A message's
+`metadata` and a sub-run's identity all use this one key (`call_key`).
 
 A tool declares what running a call twice does (`effects`):
 - `idempotent`: nothing more than running it once (the built-in tools, HTTP GET, agents
@@ -30,6 +30,8 @@ KEY_ENV = "JSONAGENT_IDEMPOTENCY_KEY"
 """Where a command handler finds its call's key."""
 KEY_HEADER = "Idempotency-Key"
 """The header an HTTP handler's request carries it in (as payment APIs read it)."""
+KEY_META = "idempotency_key"
+"""Its name in an MCP request's `_meta` and an A2A message's `metadata`."""
 
 # A person's answer about a `once` call that started and has no recorded result. Each
 # answer is accepted under its short name and the words the question offers.
@@ -46,8 +48,9 @@ def call_key(run_id: str, step: int, index: int = 0) -> str:
 
 
 def sub_run_id(key: str) -> str:
-    """The run id of the sub-run a call starts (an agent used as a tool): derived from the
-    call's key, so a step done again finds the sub-run it started instead of a second one."""
+    """The run id of the sub-run a call starts (an agent used as a tool, in-process or over
+    A2A): derived from the call's key, so a step done again finds the sub-run it started
+    instead of a second one."""
     return "run_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

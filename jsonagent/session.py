@@ -174,12 +174,14 @@ class Session:
             state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason), deltas)
 
-    def enqueue(self, text: str, *, traceparent: str | None = None, **config: Any) -> RunState:
+    def enqueue(self, text: str, *, traceparent: str | None = None, run_id: str | None = None,
+                **config: Any) -> RunState:
         """A new run stored as queued, for a worker to start with `iter_resume(run=id)`;
         `config` is recorded over the agent's settings (say, max_steps); `traceparent`, the
-        caller's trace (a request's header), is the parent of the run's span."""
+        caller's trace (a request's header), is the parent of the run's span; `run_id`, as
+        in `iter`."""
         def build(last: RunState | None) -> RunState:
-            state = self._new_state(text, last)
+            state = self._new_state(text, last, run_id)
             state.config.update(config)
             state.traceparent = traceparent or state.traceparent
             return state

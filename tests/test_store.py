@@ -161,6 +161,10 @@ def test_items_are_shared(stores):
     assert second.items("a2a_task") == ['{"id": "t1", "v": 2}', "{}"]
     second.delete_item("a2a_task", "t1")
     assert first.get_item("a2a_task", "t1") is None and first.get_item("other", "t2") is None
+    # added, not put: the first value stays, and every caller learns it (a call's A2A task)
+    assert first.add_item("a2a_key", "r.1.0", "c1/t1") == "c1/t1"
+    assert second.add_item("a2a_key", "r.1.0", "c2/t2") == "c1/t1"
+    assert second.get_item("a2a_key", "r.1.0") == "c1/t1"
 
 
 def test_listeners_hear_of_new_events(stores, where):

@@ -120,18 +120,19 @@ class Runner:
     def submit(self, text: str, session: str | None = None, max_steps: int | None = None,
                traceparent: str | None = None, stream: bool = False,
                client_tools: list[dict[str, Any]] | None = None,
-               recorded: dict[str, Any] | None = None) -> str:
+               recorded: dict[str, Any] | None = None, run_id: str | None = None) -> str:
         """`traceparent`: the caller's trace (its request's header), the run span's parent.
         `stream`: someone may follow the run, so its replies are streamed from its first
         call, not only while a follower is there (which it cannot be before the first call
         starts). `client_tools`: tools the client runs (frontend_tools.py). `recorded`: more a
-        front end keeps with the run (AG-UI: the message that started it)."""
+        front end keeps with the run (AG-UI: the message that started it). `run_id`: the
+        run's id when the caller derives it (from a tool call's key, calls.py)."""
         s = Session(with_frontend_tools(self.front.deps, client_tools), session, self.store)
         recorded = {**({"max_steps": max_steps} if max_steps else {}),
                     **({"stream": True} if stream else {}),
                     **({FRONTEND_KEY: client_tools} if client_tools else {}), **(recorded or {})}
         try:
-            state = s.enqueue(text, traceparent=traceparent, **recorded)
+            state = s.enqueue(text, traceparent=traceparent, run_id=run_id, **recorded)
         finally:
             s.close()
         self._news.set()

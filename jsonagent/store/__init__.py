@@ -213,6 +213,10 @@ class Store(Protocol):
     def put_item(self, kind: str, key: str, value: str) -> None:
         """Keep a small document for the front ends (an A2A task), shared like the runs."""
 
+    def add_item(self, kind: str, key: str, value: str) -> str:
+        """Keep `value` unless the key holds one already; the value it holds now. Of two
+        nodes adding the same key at once, one wins, and both are told which."""
+
     def get_item(self, kind: str, key: str) -> str | None: ...
 
     def items(self, kind: str) -> list[str]: ...

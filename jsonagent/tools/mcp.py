@@ -24,7 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from ..calls import Effects, current_key
+from ..calls import KEY_META, Effects, current_key
 from ..cancel import quiet, watching
 from ..errors import ConfigError, ToolError
 from .mcp_config import config_entries
@@ -210,7 +210,7 @@ class MCPServer:
 
         # read here, in the tool call's context: the coroutine runs in the client's loop
         key = current_key()
-        meta = {"idempotency_key": key} if key else None
+        meta = {KEY_META: key} if key else None
 
         async def call():
             import anyio

@@ -106,6 +106,8 @@ class Runner:
                 thread.join(0.05)
         with self._lock:
             left = list(self._active)
+        while not self._claimed.empty():  # claimed as the workers stopped: never driven here
+            left.append(self._claimed.get_nowait().id)
         for run_id in left:
             self._release(run_id)
 
@@ -211,6 +213,12 @@ class Runner:
             except Exception as exc:  # the next look may well work: say why, and go on
                 log.warning("claiming a run failed: %s", exc)
                 info = None
+            if info is not None and self.stopping.is_set():
+                # likely the run a worker just let go of (stale at once), claimed back: no
+                # worker here drives it now, nor would another node before its heartbeat is due
+                self._release(info.id)
+                self._free.release()
+                return
             if info is None:
                 self._free.release()
                 self._news.wait(LOOK_S)

@@ -27,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,9 @@ PYTHON_PAGES = sorted({b.page for b in ALL if b.lang == "python"})
 def test_the_python_blocks_run(page, at_hand, monkeypatch):
     import jsonagent.agent
 
-    namespace: dict = {"__name__": "docs"}
+    page_module = types.ModuleType("docs_page")  # a real module: pydantic resolves its types there
+    monkeypatch.setitem(sys.modules, page_module.__name__, page_module)
+    namespace = page_module.__dict__
     printed = io.StringIO()
     for block in blocks(page):
         if block.kind == "output":

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
-pytest.importorskip("material", reason="the docs extra: pip install -e '.[docs]'")
+if not os.environ.get("CI"):  # CI installs the docs extra: there, a missing one must fail
+    pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+    pytest.importorskip("material", reason="the docs extra: pip install -e '.[docs]'")
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")

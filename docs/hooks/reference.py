@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import json
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -30,10 +29,6 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def _json(data: Any) -> str:
-    return "```json\n" + json.dumps(data, indent=2, ensure_ascii=False) + "\n```"
 
 
 def attribute_docs(module: str, cls: str) -> dict[str, str]:
@@ -97,7 +92,7 @@ def python_api() -> str:
     import jsonagent
 
     by_module: dict[str, list[str]] = {}
-    for name in jsonagent.__all__:
+    for name in jsonagent.__all__:  # _EXPORTS: where each lazily loaded name is defined
         by_module.setdefault(jsonagent._EXPORTS[name], []).append(name)
     out = []
     for module, names in sorted(by_module.items()):

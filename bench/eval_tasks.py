@@ -33,8 +33,8 @@ variant).
 
 smolagents' environment needs jsonagent's own dependencies too, since its tools import them:
 
-    python -m venv /work/venv-smol
-    /work/venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
+    python -m venv .venv-smol
+    .venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=8)
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--smol-python",
-                   default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
+                   default=os.environ.get("SMOL_PYTHON", ".venv-smol/bin/python"))
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     names = [v for v in args.variants.split(",") if v]

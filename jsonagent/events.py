@@ -52,8 +52,11 @@ _slotted = dataclass(slots=True, kw_only=True)
 @_slotted
 class Event:
     v: int = SCHEMA_VERSION
+    """The events' schema version."""
     run_id: str = ""
+    """The run it belongs to."""
     session_id: str = ""
+    """The session (conversation) the run belongs to."""
     seq: int = 0
     """1, 2, 3... within a run; a resumed run goes on from its last number."""
     t: float = field(default_factory=time.time)

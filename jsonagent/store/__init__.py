@@ -24,6 +24,9 @@ from ..state import RunState
 from ..status import Reason
 
 
+__all__ = ["Store", "open_store", "RunInfo", "SessionInfo", "Owner"]
+"""The names a store's user needs; sqlite.SQLiteStore and postgres.PostgresStore implement Store."""
+
 STORE_ENV = "JSONAGENT_STORE"
 NODE_ENV = "JSONAGENT_NODE_ID"
 

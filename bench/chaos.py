@@ -330,6 +330,10 @@ def report(phase: Phase, base: Phase, chaos: Chaos, store: Store, ledger: Ledger
         print(f"takeover after {kind} ({how}): {line}; {len(took)} of the {len(held)} runs "
               f"held were taken over, the rest ended or paused there first ({len(faults)} "
               f"times{codes})")
+    logs = "".join(server.output() for server in chaos.nodes.servers)
+    print(f"node logs: {logs.count('Traceback')} tracebacks" + (
+        ", the first: " + logs[logs.index("Traceback"):][:1500] if "Traceback" in logs
+        else ""))
     fast, slow = base.total / base.seconds, len(phase.ended) / phase.seconds
     print(f"throughput: {slow:.2f} runs/s with faults ({phase.seconds:.0f} s), {fast:.2f} runs/s "
           f"without ({base.seconds:.0f} s): {100 * slow / fast:.0f}%")

@@ -19,7 +19,7 @@ from .calling import Calling
 from .calls import once_answer
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import Cancelled, JsonAgentError, LimitReached, UserError
+from .errors import Cancelled, JsonAgentError, LimitReached, StoreDown, UserError
 from .hooks import ToolCall, Veto
 from .limits import Limits
 from .notes import note
@@ -84,6 +84,8 @@ class Loop:
         except LimitReached as exc:
             yield from self._cut_short(LIMIT_REACHED, str(exc),
                                        note("limit_reached", what=exc.limit))
+        except StoreDown:  # not the run's failure: it goes on from its checkpoint when the
+            raise          # database is back (a server's node, or another, takes it over)
         except JsonAgentError as exc:
             yield self._end(FAILED, error=str(exc), error_kind=getattr(exc, "kind", None))
         except Exception as exc:  # a bug: record the end, then let it surface

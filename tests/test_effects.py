@@ -156,7 +156,7 @@ def _paid_then_cut_short(tmp_path, ended: bool):
     return agent, run, paid
 
 
-def _payer(tmp_path, paid: list):
+def _payer(tmp_path, paid: list, store=None):
     @tool(effects="once")
     def pay(amount: int, ctx: RunContext) -> str:
         """Pays."""
@@ -164,7 +164,7 @@ def _payer(tmp_path, paid: list):
         return f"paid {amount}"
 
     return Agent(model=ScriptedModel([step("pay", {"amount": 3}), DONE], replay=True),
-                 tools=[pay], store=tmp_path / "runs.db")
+                 tools=[pay], store=store or tmp_path / "runs.db")
 
 
 def test_a_finished_call_is_never_run_again_its_recorded_result_is_used(tmp_path):
@@ -222,3 +222,28 @@ def test_a_sub_run_is_reattached_after_a_crash_and_never_started_twice(tmp_path)
     assert result.status == "completed" and ran == []
     assert result.steps[0].observation == "sub answer"
     assert [s.id for s in store.sub_runs(run)] == [sub.id]  # not started twice
+
+
+def test_the_store_down_as_a_call_ends_leaves_the_run_as_it_was_never_ended_failed(tmp_path):
+    """bench/chaos.py: PostgreSQL was down past the write's patience as a tool returned, and
+    the run was ended failed, for good, once the database was back. A store that cannot be
+    reached is not the run's failure: the run stays running from its checkpoint, for its
+    node or another to go on with (the call log then decides the call)."""
+    from jsonagent.errors import StoreDown
+    from jsonagent.store.sqlite import SQLiteStore
+
+    class GoneOnce(SQLiteStore):
+        def call_ended(self, key, result, error):
+            if not getattr(self, "was_down", False):
+                self.was_down = True
+                raise StoreDown("the PostgreSQL store at db:5432/runs cannot be reached")
+            super().call_ended(key, result, error)
+
+    paid, store = [], GoneOnce(tmp_path / "runs.db")
+    agent = _payer(tmp_path, paid, store)
+    with pytest.raises(StoreDown):
+        agent.run("pay")
+    (run,) = store.runs()
+    assert paid and run.status == "running"  # not failed: nothing ended it
+    assert [e["type"] for e in store.events(run_id=run.id)][-1] != "run_end"
+    assert not store.call(call_key(run.id, 1)).ended  # so a once call is asked about

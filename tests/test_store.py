@@ -241,6 +241,26 @@ def test_a_run_whose_node_stopped_beating_is_taken_over_and_the_old_node_is_fenc
         other.close()
 
 
+def test_a_process_never_takes_over_a_run_it_still_holds(pg_url):
+    """bench/chaos.py: after a PostgreSQL outage longer than the takeover window, a node's own
+    runs looked stale to its own claim thread too. Taking one gave the run a second worker in
+    the same process, which the claim's fence cannot tell from the first (both read the
+    process's one token): the first worker's beat revives the run instead, or another
+    process takes it over."""
+    store, other = open_store(pg_url, takeover_after=1), open_store(pg_url, takeover_after=1)
+    try:
+        sid = store.open_session("own")
+        store.start_run(sid, lambda last: _state(store, sid, "q"), 0, queued=True)
+        mine = store.next_run()
+        time.sleep(1.5)  # no beat got through
+        assert store.next_run() is None
+        taken = other.next_run()
+        assert taken is not None and taken.id == mine.id
+    finally:
+        store.close()
+        other.close()
+
+
 def _state(store, sid, question):
     from jsonagent.state import Message, RunState, new_id
 

@@ -7,7 +7,8 @@ What SQLite does with one file and process ids, this does with the database:
 - a driven run has a heartbeat, on the database's clock; a run whose heartbeat stopped has
   lost its node, and another node takes it over from its checkpoint within `takeover_after`;
 - each claim has a token (`claim`), and every write of a run checks it, so a node that lost
-  a run (it was taken over while the node was cut off) can never write to it again;
+  a run (it was taken over while the node was cut off) can never write to it again, and a
+  process never takes over its own (a second worker would share the first one's token);
 - every event is written as it happens, with a NOTIFY, so that any node streams any run live.
 """
 
@@ -170,9 +171,9 @@ class PostgresStore(CallLog, Told):
         def claim(db: Any) -> RunInfo | None:
             row = db.execute(f"""
                 SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id
-                WHERE r.served AND (r.status = %s OR {self._stale('r')})
-                ORDER BY r.status = %s, r.created_at, r.n
-                LIMIT 1 FOR UPDATE OF r SKIP LOCKED""", (QUEUED, QUEUED)).fetchone()
+                WHERE r.served AND (r.status = %s OR {self._stale('r')}) AND r.id <> ALL(%s)
+                ORDER BY r.status = %s, r.created_at, r.n LIMIT 1 FOR UPDATE OF r SKIP LOCKED""",
+                (QUEUED, list(self._claims), QUEUED)).fetchone()
             if row is None:
                 return None
             info = run_info(row, RUNNING)
@@ -347,9 +348,8 @@ class PostgresStore(CallLog, Told):
         return run_info(rows[0], self._live(rows[0]))
 
     def last_run(self, session_id: str) -> RunState | None:
-        rows = self.link.call(lambda db: db.execute(
-            "SELECT state FROM runs WHERE session_id = %s ORDER BY created_at DESC, n DESC "
-            "LIMIT 1", (session_id,)).fetchall())
+        rows = self._items("SELECT state FROM runs WHERE session_id = %s ORDER BY created_at "
+                           "DESC, n DESC LIMIT 1", (session_id,))
         return RunState.model_validate_json(rows[0]["state"]) if rows else None
 
     def sub_runs(self, run_id: str) -> list[RunInfo]:

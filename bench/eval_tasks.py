@@ -33,8 +33,8 @@ variant).
 
 smolagents' environment needs jsonagent's own dependencies too, since its tools import them:
 
-    python -m venv /work/venv-smol
-    /work/venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
+    python -m venv .venv-smol
+    .venv-smol/bin/pip install smolagents==1.26.0 openai pydantic jsonschema json-repair typer
 """
 
 from __future__ import annotations
@@ -215,9 +215,6 @@ def main() -> None:
 
     from jsonagent.batch import read_results
     from jsonagent.cli.batch import _Progress
-    from jsonagent.cli.evals import print_report
-    from jsonagent.evals.html import render
-    from jsonagent.evals.report import Report
     from jsonagent.models import catalog
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -230,8 +227,11 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=8)
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--smol-python",
-                   default=os.environ.get("SMOL_PYTHON", "/work/venv-smol/bin/python"))
+                   default=os.environ.get("SMOL_PYTHON", ".venv-smol/bin/python"))
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--join", type=Path, nargs="+", metavar="DIR",
+                   help="run nothing: report the runs of these output directories as one "
+                        "benchmark (each ran some task kinds as its own dataset) into --out")
     args = p.parse_args()
     names = [v for v in args.variants.split(",") if v]
     if unknown := [v for v in names if v not in VARIANTS]:
@@ -242,6 +242,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.out / "results.jsonl"
     ds = dataset(set(filter(None, args.kinds.split(","))), args.tasks)
+    if args.join:
+        files = [d / "results.jsonl" for d in args.join]
+        lines = [r for f in files for r in read_results(f)]
+        return _report(lines, names, ds, args, gguf, ", ".join(map(str, files)))
     ours = [VARIANTS[n].variant(n) for n in names if VARIANTS[n].where != "smolagents"]
     with ExitStack() as held:
         server = None
@@ -255,11 +259,20 @@ def main() -> None:
                 ds.run(build, results, repeat=args.repeat, variants=ours, on_result=bar.advance)
         if "smolagents" in names:
             run_smolagents(ds, args.repeat, results, server, args)
+    _report(read_results(results), names, ds, args, gguf, str(results))
+
+
+def _report(lines, names: list[str], ds: Dataset, args, gguf: str, source: str) -> None:
+    """The report of `ds`'s runs of `names` in `lines`: report.html and summary.txt in --out."""
+    from jsonagent.cli.evals import print_report
+    from jsonagent.evals.html import render
+    from jsonagent.evals.report import Report
+
     cases = {c.name for c in ds.cases}
-    report = Report.from_lines([r for r in read_results(results)
+    report = Report.from_lines([r for r in lines
                                 if r["extra"]["variant"] in names and r["extra"]["case"] in cases
                                 and r["extra"]["repeat"] < args.repeat],
-                               source=str(results), variants=names, cases=[c.name for c in ds.cases])
+                               source=source, variants=names, cases=[c.name for c in ds.cases])
     title = f"{Path(gguf).stem}: {len(report.runs)} runs of {len(ds.cases)} bench tasks"
     (args.out / "report.html").write_text(render(report, title=title))
     table = io.StringIO()

@@ -155,6 +155,7 @@ class Agent:
     # -- runs ---------------------------------------------------------------------------------
 
     def run(self, question: str, *, session: str | None = None) -> RunResult:
+        """Run one task to its end or its pause, and return what became of it."""
         from .bridge import drain
 
         return drain(self.iter(question, session=session))
@@ -205,6 +206,7 @@ class Agent:
             s.close()
 
     async def arun(self, question: str, *, session: str | None = None) -> RunResult:
+        """`run`, awaited; cancelling the task cancels the run."""
         end = None
         async for end in self.aiter(question, session=session):
             pass

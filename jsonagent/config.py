@@ -59,6 +59,8 @@ class UsageLimits(BaseModel):
 
 
 class AgentConfig(BaseModel):
+    """How an agent's runs behave and what they may use: `Agent(config=AgentConfig(...))`."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
     max_steps: int = Field(10, ge=1)

@@ -14,11 +14,12 @@ import threading
 from dataclasses import replace
 from typing import Any, Iterator
 
-from .errors import ToolError
+from .calls import IDEMPOTENT, sub_run_id
+from .errors import ConfigError, ToolError
 from .notes import note
 from .session import Session
 from .state import Pending, RunState
-from .status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
+from .status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, RESUMABLE
 from .tools.specs import ToolSpec
 from .tools.tool import RunContext, Tool
 from .usage import Usage
@@ -49,6 +50,7 @@ class AgentCall:
     """The function behind an agent used as a tool."""
 
     stops_on_cancel = True  # the parent's cancel cancels the sub-run, which then ends
+    effects = IDEMPOTENT  # a call done again re-attaches to the sub-run it started
 
     def __init__(self, agent: Any, name: str, structured: bool = False):
         self.agent, self.name, self.structured = agent, name, structured
@@ -71,11 +73,41 @@ class AgentCall:
         limit = parent.config.get("max_depth", 3)
         if parent.depth >= limit:
             raise ToolError(note("subrun_too_deep", tool=self.name, limit=limit))
+        # the sub-run's id is derived from the call's key: a step done again after a crash
+        # or a takeover finds the sub-run it started, and never starts a second one
+        run_id = sub_run_id(ctx.call_id) if ctx.call_id and ctx.store is not None else None
+        started = self._started(ctx.store, run_id) if run_id else None
+        if started is not None:
+            return self._reattach(ctx, started)
         left = _left(parent)
         if left <= 0:
             raise ToolError(note("subrun_no_budget", tool=self.name))
         session = Session(self._deps(left), None, ctx.store, parent=ctx)
-        return self._drive(ctx, session, session.iter(self._question(args)), None)
+        return self._drive(ctx, session, session.iter(self._question(args), run_id=run_id),
+                           None)
+
+    @staticmethod
+    def _started(store: Any, run_id: str) -> Any:
+        try:
+            return store.load_run(run_id)
+        except ConfigError:  # not started yet
+            return None
+
+    def _reattach(self, ctx: RunContext, info: Any) -> Any:
+        """The sub-run this call started before: its answer, its pause, or the run itself
+        going on from its own checkpoint (its own call log decides its own calls)."""
+        state = info.state
+        if info.status == COMPLETED:
+            _count(ctx.run, state, None)  # the parent's count died with its process
+            return state.answer
+        if info.status == NEEDS_HUMAN:
+            return self._paused(ctx, state)
+        if info.status in RESUMABLE:
+            session = Session(self._deps(len(state.steps) + state.sub_steps + _left(ctx.run)),
+                              info.session_id, ctx.store, parent=ctx)
+            return self._drive(ctx, session, session.iter_resume(run=info.id), None)
+        raise ToolError(note("subrun_ended", tool=self.name, status=info.status,
+                             error=state.error or ""))
 
     def _resume(self, ctx: RunContext, run_id: str, resume: Any) -> Any:
         if ctx.store is not None:
@@ -120,13 +152,19 @@ class AgentCall:
         if result.status == NEEDS_HUMAN:
             if ctx.store is None:
                 ctx.state.setdefault(SUB_RUNS, {})[state.run_id] = state
-            p = result.pending
-            path = [ctx.run.run_id, *(p.path or [state.run_id])]
-            return Pending(kind=p.kind, question=p.question, tool=p.tool, args=p.args, path=path)
+            return self._paused(ctx, state)
         if result.status == INTERRUPTED:
             ctx.cancel.check()
         raise ToolError(note("subrun_ended", tool=self.name, status=result.status,
                              error=result.error or ""))
+
+
+    @staticmethod
+    def _paused(ctx: RunContext, sub: RunState) -> Pending:
+        """The sub-run's pending, as the parent's: the same item, with the path down to it."""
+        p = sub.pending
+        path = [ctx.run.run_id, *(p.path or [sub.run_id])]
+        return p.model_copy(update={"path": path})
 
 
 def _left(parent: RunState) -> int:

@@ -52,8 +52,11 @@ _slotted = dataclass(slots=True, kw_only=True)
 @_slotted
 class Event:
     v: int = SCHEMA_VERSION
+    """The events' schema version."""
     run_id: str = ""
+    """The run it belongs to."""
     session_id: str = ""
+    """The session (conversation) the run belongs to."""
     seq: int = 0
     """1, 2, 3... within a run; a resumed run goes on from its last number."""
     t: float = field(default_factory=time.time)
@@ -207,6 +210,22 @@ class ToolResult(Event):
 
 
 @_slotted
+class CallRecovered(Event):
+    """A step's tool call had started before the run was resumed or taken over: what was
+    done with it instead of asking the model for the step again (calls.py)."""
+
+    type: Literal["call_recovered"] = "call_recovered"
+    step: int
+    tool: str
+    key: str
+    effects: str
+    action: str
+    """`result_used` (it had ended: never run again), `ran_again` (with the same key),
+    `asked` (a `once` call: a person says what happened), or the person's answer:
+    `happened`, `again`, `fail`."""
+
+
+@_slotted
 class SummaryCall(Event):
     """One request that condensed older messages for the context (memory.py)."""
 
@@ -307,7 +326,8 @@ DELTAS = {"thought": ThoughtDelta, "tool": ToolNameKnown, "args": ArgsDelta}
 
 AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, ModelRetry, ModelFallback, Reask,
                            JsonModeChange, StepTaken,
-                           Approval, ToolResult, SummaryCall, ContextChange, RunEnd],
+                           Approval, ToolResult, CallRecovered, SummaryCall, ContextChange,
+                           RunEnd],
                      Field(discriminator="type")]
 
 

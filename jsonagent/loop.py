@@ -15,9 +15,11 @@ from typing import Any, Callable, Iterator
 
 from . import events as ev
 from . import grounding, stall
+from .calling import Calling
+from .calls import once_answer
 from .deps import RunDeps
 from .envelope import Parsed, ReplyProblem, parse_reply
-from .errors import Cancelled, JsonAgentError, LimitReached, ToolError, UserError
+from .errors import Cancelled, JsonAgentError, LimitReached, StoreDown, UserError
 from .hooks import ToolCall, Veto
 from .limits import Limits
 from .notes import note
@@ -26,7 +28,6 @@ from .result import RunResult
 from .state import Message, Pending, RunState, StepRecord, to_json
 from .status import (COMPLETED, FAILED, INTERRUPTED, LIMIT_REACHED, MAX_STEPS, NEEDS_HUMAN,
                      RUNNING, STALLED, Reason)
-from .tools.core import CODE_TOOL
 from .tools.tool import RunContext
 
 Generator = Iterator[ev.Event]
@@ -61,6 +62,7 @@ class Loop:
         self.limits = Limits(deps.config, deps.toolset)
         """Checked before each model request (by the requester) and each tool call."""
         self.requests = Requester(deps, self.cancel, watched, self.limits)
+        self.calling = Calling(deps.toolset, ctx)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -82,6 +84,8 @@ class Loop:
         except LimitReached as exc:
             yield from self._cut_short(LIMIT_REACHED, str(exc),
                                        note("limit_reached", what=exc.limit))
+        except StoreDown:  # not the run's failure: it goes on from its checkpoint when the
+            raise          # database is back (a server's node, or another, takes it over)
         except JsonAgentError as exc:
             yield self._end(FAILED, error=str(exc), error_kind=getattr(exc, "kind", None))
         except Exception as exc:  # a bug: record the end, then let it surface
@@ -112,6 +116,7 @@ class Loop:
                                       model_s=time.perf_counter() - t0, model=self._answered))
             # the reply as written when it is the step exactly: an endpoint's cache holds it
             s.messages.append(Message(role="assistant", content=parsed.raw or step.to_json()))
+            self.calling.fresh = index  # taken just now: no call of it can be in the log
             self._reply_note = parsed.note  # what the model's reply made us ignore
             yield self._event(ev.StepTaken(step=index, thought=step.thought, tool=step.tool_name,
                                            args=step.args_list, repairs=parsed.repairs))
@@ -154,7 +159,7 @@ class Loop:
             yield event if isinstance(event, ev.Delta) else self._event(event)
 
     def _act(self, record: StepRecord, decision: tuple[bool, str | None] | None = None,
-             note_: str | None = None) -> Generator:
+             note_: str | None = None, once: Resume | None = None) -> Generator:
         """Run the step's tool, or end the run: a final answer, or a pause for a person."""
         tool = self.toolset.get(record.tool)
         if tool is None:  # resumed with tools that no longer have it
@@ -166,6 +171,11 @@ class Loop:
                 yield self._end(COMPLETED, answer=answer[0])
             else:
                 yield self._tool_result(record)
+            return
+        # a sub-run's pause handed down calls its tool again, which re-attaches to it
+        recorded = self.calling.recorded(self.s, record) if self.ctx.handed_down is None else None
+        if recorded is not None:  # it started before a crash or a takeover
+            yield from self._recovered(record, recorded, once or Resume(), note_)
             return
         refused = self.limits.check(self.s, tool=record.tool)  # or LimitReached: the run ends
         if refused is not None:  # past the tool's own limit: the run goes on without it
@@ -191,13 +201,30 @@ class Loop:
         if isinstance(call, Veto):
             record.observation, record.error = {"error": call.message}, True
         else:
-            out, record.error = self._invoke(call)
+            out, record.error = self.calling.invoke(self.s, record, call)
             if isinstance(out, Pending):  # nobody could answer: pause until someone does
                 yield self._pause(out)
                 return
             record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
         record.tool_s = time.perf_counter() - t0
         yield from self._observed(record, tool.spec.repeatable, note_)
+
+    def _recovered(self, record: StepRecord, recorded: Any, once: Resume,
+                   note_: str | None) -> Generator:
+        """The step's call as the log recorded it, never the model's step asked again: its
+        result, or what its effects say (calling.recover), and the events say which."""
+        out, record.error, action = self.calling.recover(self.s, record, recorded,
+                                                         once_answer(once.answer), once.reason)
+        yield self._event(ev.CallRecovered(step=record.index, tool=recorded.tool,
+                                           key=recorded.key, effects=recorded.effects,
+                                           action=action))
+        if isinstance(out, Pending):  # a `once` call: a person says what happened
+            yield self._pause(out)
+            return
+        call = ToolCall(record.tool, record.args)
+        record.observation = ev.jsonable(self.hooks.after_tool(self.s, call, out))
+        tool = self.toolset.get(record.tool)
+        yield from self._observed(record, tool is not None and tool.spec.repeatable, note_)
 
     def _observed(self, record: StepRecord, repeatable: bool, note_: str | None) -> Generator:
         """Record a tool's result. A model that repeats itself `stall_after` times is told so
@@ -227,24 +254,6 @@ class Loop:
             return None
         verdict = stall.check(steps, self.config.stall_after)
         return tool.name if verdict is not None and verdict.action == "warn" else None
-
-    def _invoke(self, call: ToolCall) -> tuple[Any, bool]:
-        tool = self.toolset.get(call.tool)
-        if tool is None:
-            return {"error": f"unknown tool {call.tool!r}"}, True
-        self.ctx.step = len(self.s.steps)
-        if call.tool == CODE_TOOL:
-            self.s.code_used = True
-        try:
-            wait = self.cancel.call_here if tool.stops_on_cancel else self.cancel.call
-            out = wait(tool.invoke, call.args, self.ctx)
-        except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
-            raise
-        except ToolError as exc:
-            return {"error": str(exc)}, True
-        except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
-            return {"error": f"{type(exc).__name__}: {exc}"}, True
-        return (out if isinstance(out, Pending) else ev.jsonable(out)), False
 
     def _tool_result(self, record: StepRecord, note_: str | None = None,
                      warn: bool = True) -> ev.ToolResult:
@@ -306,7 +315,10 @@ class Loop:
                 self.ctx.handed_down = None
         elif pending.kind == "question":
             record.observation = resume.answer
+            self.calling.ended(s, record, resume.answer, False)
             yield self._tool_result(record, restarted)
+        elif pending.kind == "once":
+            yield from self._act(record, note_=restarted, once=resume)
         else:
             yield from self._act(record, decision=(bool(resume.approved), resume.reason),
                                  note_=restarted)

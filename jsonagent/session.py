@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from . import events as ev
 from . import tracing
 from .bridge import bridge, drain
+from .calls import once_answer
 from .cancel import CancelToken, on_caller
 from .ctrlc import ctrl_c_held, ctrl_c_watched
 from .journal import Journal
@@ -115,18 +116,20 @@ class Session:
         """A new message; when the last run waits for an answer to a question, the answer."""
         last = self.store.last_run(self.id) if self.store is not None else self.last
         if last is not None and last.status == NEEDS_HUMAN:
-            if last.pending.kind == "question":
+            if last.pending.kind in ("question", "once"):
                 return self.resume(answer=text, run=last.run_id)
             raise ConfigError(f"run {last.run_id} waits for an approval of "
                               f"{last.pending.tool}: call resume(approve=True or False)")
         return drain(self.iter(text))
 
-    def iter(self, text: str, *, deltas: Watched = None) -> Iterator[ev.Event]:
+    def iter(self, text: str, *, deltas: Watched = None,
+             run_id: str | None = None) -> Iterator[ev.Event]:
         """The events of a new run on this conversation, ending with a RunEnd. With `deltas`
         (True, or a function asked before each model call), the reply is streamed and its
-        live delta events come among the others, to the caller and to `on_event`."""
+        live delta events come among the others, to the caller and to `on_event`. `run_id`:
+        the new run's id (a sub-run's, derived from its parent's call key), else a new one."""
         def build(last: RunState | None) -> RunState:
-            return self._new_state(text, last)
+            return self._new_state(text, last, run_id)
 
         if self.store is not None:
             state = self.store.start_run(self.id, build, self.deps.busy_wait_s)
@@ -171,12 +174,14 @@ class Session:
             state.status = RUNNING
         return self._drive(state, Resume(answer=answer, approved=approve, reason=reason), deltas)
 
-    def enqueue(self, text: str, *, traceparent: str | None = None, **config: Any) -> RunState:
+    def enqueue(self, text: str, *, traceparent: str | None = None, run_id: str | None = None,
+                **config: Any) -> RunState:
         """A new run stored as queued, for a worker to start with `iter_resume(run=id)`;
         `config` is recorded over the agent's settings (say, max_steps); `traceparent`, the
-        caller's trace (a request's header), is the parent of the run's span."""
+        caller's trace (a request's header), is the parent of the run's span; `run_id`, as
+        in `iter`."""
         def build(last: RunState | None) -> RunState:
-            state = self._new_state(text, last)
+            state = self._new_state(text, last, run_id)
             state.config.update(config)
             state.traceparent = traceparent or state.traceparent
             return state
@@ -185,13 +190,14 @@ class Session:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _new_state(self, text: str, last: RunState | None) -> RunState:
+    def _new_state(self, text: str, last: RunState | None,
+                   run_id: str | None = None) -> RunState:
         deps = self.deps
         history = _closed(last) if last is not None else []
         json_mode = last.json_mode if last is not None else \
             (deps.config.json_mode or deps.caps.default_json_mode)
         return RunState(
-            run_id=new_id("run"), session_id=self.id, question=text,
+            run_id=run_id or new_id("run"), session_id=self.id, question=text,
             messages=[Message(role="system", content=deps.system_prompt), *history,
                       Message(role="user", content=text)],
             json_mode=json_mode, config=deps.config.model_dump(),
@@ -305,3 +311,7 @@ def _check_input(state: RunState, answer: str | None, approve: bool | None) -> N
     elif pending.kind == "approval" and approve is None:
         raise ConfigError(f"run {state.run_id} waits for an approval of {pending.tool}: "
                           "approve or deny it")
+    elif pending.kind == "once" and once_answer(answer) is None:
+        raise ConfigError(f"run {state.run_id} waits for a person to say what became of a "
+                          f"call of {pending.tool} (key {pending.key}): answer happened, "
+                          "again or fail")

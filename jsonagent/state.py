@@ -90,15 +90,20 @@ class Stats(BaseModel):
 
 
 class Pending(BaseModel):
-    """What a paused run waits for: `{"kind": "question", "question": ...}` or
-    `{"kind": "approval", "tool": ..., "args": ...}`. It concerns the run's last step."""
+    """What a paused run waits for: `{"kind": "question", "question": ...}`,
+    `{"kind": "approval", "tool": ..., "args": ...}`, or `{"kind": "once", "tool": ...,
+    "args": ..., "key": ...}`: a `once` call that started before a crash or a takeover and
+    has no recorded result, about which a person answers `happened`, `again` or `fail`
+    (calls.py). It concerns the run's last step."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    kind: Literal["question", "approval"]
+    kind: Literal["question", "approval", "once"]
     question: str | None = None
     tool: str | None = None
     args: dict[str, Any] | None = None
+    key: str | None = None
+    """The call's key (a `once` call): what to look for in the API it called."""
     path: list[str] | None = None
     """When a sub-run waits (an agent used as a tool): the run ids from this run down to the
     waiting one; a remote A2A task is `a2a:CONTEXT/TASK`. None when this run itself waits."""

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:
     from .spans import SpanBuilder
 
+__all__ = ["instrument", "enabled", "capture_content", "flush"]
+"""What an application calls; the rest serves the other modules."""
+
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -65,6 +68,8 @@ def capture_content() -> bool:
 
 
 def enabled() -> bool:
+    """Whether runs are traced now: `instrument()` was called, a standard variable asks
+    for it, or the application set a tracer provider of its own."""
     if _instrumented:
         return True
     exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()

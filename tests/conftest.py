@@ -56,12 +56,14 @@ def pytest_unconfigure(config):
 #   slow each other (spread over four workers they took 10-40x longer); on one worker they start
 #   one llama.cpp server and load each module's model once.
 # - the Ray tests: one local Ray cluster at a time.
+# - the docs site: its tests share one build of the site (a module fixture), on one worker.
 # (xdist's own xdist_group mark does not work with pytest 9.2, whose node ids no longer come
 # from the `_nodeid` that xdist rewrites, so the groups are chosen here, by the scheduler.)
 XDIST_GROUPS = {
     "tests/e2e/": "e2e",
     "tests/test_batch.py::test_ray_": "ray",
     "tests/test_evals_cli.py::test_an_eval_on_ray": "ray",
+    "tests/test_docs_site.py": "docs",
 }
 
 

@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from test_server import ASK, DONE, TIME, Server, free_port  # noqa: F401
+from jsonagent.calls import call_key
+from jsonagent.store import open_store
 from jsonagent.testing import step
 
 pytest.importorskip("a2a")
@@ -149,3 +151,26 @@ def test_an_a2a_spec_handler_sends_its_auth_header_from_the_environment(pair, tm
                 b_token="secret-b")
     run = a.wait(a.create(input="Ask B")["id"], "completed")
     assert run["steps"][0]["observation"] == 42
+
+
+def test_a_killed_mid_call_and_restarted_re_attaches_to_bs_task_never_a_second_one(
+        pair, tmp_path):
+    """kill -9 of A while B works on A's call; A restarted takes its run over and does the
+    step again with the same key: B's one task and run are followed on to their answer."""
+    a, b = pair([step("wait", {"seconds": 6}, "wait"), DONE],
+                [delegate("Wait a while"), ANSWERED])
+    run_id = a.create(input="Wait, via B")["id"]
+    b_is_waiting(b)
+    a.kill()  # kill -9, mid-call
+    assert runs_of(b)[0]["status"] == "in_progress"
+    a.start()
+    done = a.wait(run_id, "completed", timeout=40)
+    assert done["steps"][0]["observation"] == 42  # B's answer
+    [remote] = runs_of(b)  # never a second run
+    assert remote["status"] == "completed"
+    assert [s["tool"] for s in remote["steps"]] == ["wait", "TaskCompleteTool"]  # waited once
+    tasks = open_store(tmp_path / "b" / "home" / "jsonagent.db").items("a2a_task")
+    assert len(tasks) == 1 and json.loads(tasks[0])["status"]["state"] == "TASK_STATE_COMPLETED"
+    recovered = [e for e in open_store(tmp_path / "a" / "home" / "jsonagent.db").events(
+        run_id=run_id) if e["type"] == "call_recovered"]
+    assert [(e["key"], e["action"]) for e in recovered] == [(call_key(run_id, 1), "ran_again")]

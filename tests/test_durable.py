@@ -230,7 +230,10 @@ def test_ctrl_c_in_a_tool_leaves_a_consistent_state_and_the_session_goes_on():
     assert roles == ["system", "user", "assistant", "user", "user"]  # the step got its result
 
 
-def test_an_interrupted_run_resumes_and_redoes_only_the_step_in_flight(tmp_path):
+@pytest.mark.parametrize("logged", [False, True], ids=["never-started", "finished"])
+def test_an_interrupted_run_resumes_and_redoes_only_the_step_in_flight(tmp_path, logged):
+    """A crash after step 2 was taken: a call the log never saw runs; one the log saw
+    finish is not run again, its recorded result is used (issue 41)."""
     store = tmp_path / "s.db"
     ran = []
 
@@ -250,11 +253,14 @@ def test_an_interrupted_run_resumes_and_redoes_only_the_step_in_flight(tmp_path)
     db.execute("UPDATE runs SET state = ?, status = 'running', owner = ?",
                (state.model_dump_json(), json.dumps({"pid": 999999, "host": __import__(
                    "socket").gethostname(), "started": 1.0})))
+    if not logged:
+        db.execute("DELETE FROM calls WHERE step = 2")
     db.commit()
     assert open_store(store).load_run(paused.run_id).status == "interrupted"  # owner is gone
     ran.clear()
     result = agent.resume(paused.run_id)
-    assert result.status == "completed" and ran == [2]  # only the step in flight ran again
+    assert result.status == "completed" and ran == ([] if logged else [2])
+    assert result.steps[1].observation == 2
     assert [s.tool for s in result.steps] == ["count", "count", "TaskCompleteTool"]
 
 

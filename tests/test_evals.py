@@ -368,22 +368,19 @@ def test_a_case_output_type_from_json_schema_is_enforced(tmp_path):
     assert len(model.requests) == 2  # the first answer was re-asked: it lacked "bin"
 
 
-def test_the_readme_example_runs(capsys):
-    from test_readme import python_blocks
+def test_the_docs_example_runs(capsys):
+    from test_docs import section_blocks
 
-    block, = python_blocks("Evaluating an agent")
-    exec(compile(block, "README.md", "exec"), {})
+    block, = section_blocks("docs/tutorials/evaluating.md", "python")
+    exec(compile(block, "docs/tutorials/evaluating.md", "exec"), {})
     rate, low, high = capsys.readouterr().out.split()
     assert (rate, high) == ("1.0", "1.0") and low.startswith("0.2065")  # one case, not 3 runs
 
 
-def test_the_readme_dataset_loads(tmp_path):
-    import re
+def test_the_docs_dataset_loads(tmp_path):
+    from test_docs import section_blocks
 
-    from test_readme import README
-
-    body = README.read_text().split("## Evaluating an agent\n", 1)[1].split("\n## ", 1)[0]
-    yaml_block, = re.findall(r"```yaml\n(.*?)```", body, re.S)
+    yaml_block, = section_blocks("docs/tutorials/evaluating.md", "yaml")
     ds = Dataset.load(write(tmp_path, yaml_block))
     assert [c.name for c in ds.cases] == ["pow", "weekday", "part"]
     assert [v.name for v in ds.variants] == ["small", "big"]

@@ -238,6 +238,19 @@ def test_one_run_drives_a_command_spec_a_tool_function_and_an_mcp_tool(tmp_path)
     assert wait_gone(pid)
 
 
+def test_the_calls_key_reaches_the_server_in_the_requests_meta(tmp_path, shared):
+    """Asserted where the server received it: the `_meta` its request context held."""
+    model = ScriptedModel([step("echo", {"text": "hi"}), step("meta", {}), step("meta", {}),
+                           DONE])
+    with Agent(model=model, tools=[stdio(tmp_path)]) as agent:
+        result = agent.run("go")
+    run = result.run_id
+    assert result.status == "completed", result
+    got = [s.observation for s in result.steps[1:3]]
+    assert [g.get("idempotency_key") for g in got] == [f"{run}.2.0", f"{run}.3.0"]
+    assert "idempotency_key" not in shared[1]["meta"].fn()  # outside a run: no key to send
+
+
 def cli(*args, timeout=90, **kw):
     return subprocess.run([PY, "-m", "jsonagent", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ,

@@ -4,7 +4,9 @@ import subprocess
 import sys
 
 import jsonagent
+import jsonagent.store
 import jsonagent.testing
+import jsonagent.tracing
 
 
 def test_exported_names():
@@ -19,6 +21,8 @@ def test_exported_names():
     for name in jsonagent.__all__:
         assert getattr(jsonagent, name) is not None
     assert jsonagent.testing.__all__ == ["ScriptedModel", "step"]
+    assert jsonagent.tracing.__all__ == ["instrument", "enabled", "capture_content", "flush"]
+    assert jsonagent.store.__all__ == ["Store", "open_store", "RunInfo", "SessionInfo", "Owner"]
 
 
 def test_import_is_light():

@@ -117,3 +117,48 @@ def test_a2a_send_approval_denied_and_cancel(serve):
     runs = httpx.get(server.url + "/v1/runs", headers={"Authorization": "Bearer t"}).json()["data"]
     assert [r["status"] for r in runs] == ["cancelled", "completed"]
     assert "no, keep it" in str(runs[1]["steps"][0]["observation"])
+
+
+def test_a_message_sent_again_with_its_calls_key_gets_its_task_back_never_a_second_run(serve):
+    """The key another jsonagent's A2A tool sends (tools/a2a.py): the same key is the same
+    task and run, waiting or ended, and the message sent again is never taken as an answer;
+    another key is another task and run."""
+    server = serve([ASK, DONE], token="k")
+
+    async def keyed(client, text: str, key: str):
+        message = new_text_message(text, role=Role.ROLE_USER)
+        message.message_id = key
+        message.metadata.update({"idempotency_key": key})
+        seen = [r async for r in client.send_message(SendMessageRequest(message=message))]
+        task_id = next(r.task.id if r.HasField("task") else r.status_update.task_id
+                       for r in seen)
+        return await client.get_task(GetTaskRequest(id=task_id))
+
+    async def flow():
+        client, http = await client_for(server, streaming=True)
+        polling, http2 = await client_for(server, streaming=False)
+        try:
+            first = await keyed(client, "What is the weather?", "run_a.1.0")
+            assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            again = await keyed(polling, "What is the weather?", "run_a.1.0")
+            assert again.id == first.id and again.context_id == first.context_id
+            assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert get_message_text(again.status.message) == "Which city?"
+            _, done = await send(client, "Oslo", first)
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            for c in (client, polling):  # ended: the task as it stands, streaming or not
+                after = await keyed(c, "What is the weather?", "run_a.1.0")
+                assert after.id == first.id
+                assert after.status.state == TaskState.TASK_STATE_COMPLETED
+                assert get_message_text(after.status.message) == "42"
+            other = await keyed(client, "What is the weather?", "run_a.2.0")
+            assert other.id != first.id
+            assert other.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        finally:
+            await http.aclose()
+            await http2.aclose()
+
+    run(flow())
+    runs = httpx.get(server.url + "/v1/runs", headers={"Authorization": "Bearer k"}).json()["data"]
+    assert [r["status"] for r in runs] == ["requires_action", "completed"]
+    assert runs[1]["steps"][0]["observation"] == "Oslo"  # the message sent again was no answer

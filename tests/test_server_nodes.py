@@ -5,7 +5,10 @@ request; a dead node's runs are taken over."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import json
+import threading
 import time
 from collections import Counter
 
@@ -13,7 +16,7 @@ import httpx
 import pytest
 
 from test_server import ASK, DONE, TIME, Server, read_sse
-from jsonagent.testing import step
+from jsonagent.testing import ScriptedModel, step
 
 pytest.importorskip("a2a")
 
@@ -157,6 +160,37 @@ def test_kill_9_of_the_driving_node_another_takes_over_and_nothing_is_lost(nodes
     assert done["answer"] == "42" and taken_after < 15
 
 
+def test_the_throwaway_cluster_keeps_every_commit_it_acknowledged_across_a_restart():
+    """Else the restart below (and bench/chaos.py's) could lose a run's event, which no node
+    can help: with synchronous_commit=off, an immediate stop dropped ~0.4% of them."""
+    import threading
+
+    import psycopg
+    from pg import Cluster
+
+    cluster = Cluster()
+    try:
+        url, acked = cluster.database(), []
+
+        def write() -> None:
+            with contextlib.suppress(psycopg.Error), psycopg.connect(url, autocommit=True) as db:
+                db.execute("CREATE TABLE t (n INT)")
+                while True:
+                    db.execute("INSERT INTO t VALUES (%s)", (len(acked),))
+                    acked.append(len(acked))
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(1.0)
+        cluster.restart()
+        writer.join(10)
+        with psycopg.connect(url) as db:
+            kept = {n for (n,) in db.execute("SELECT n FROM t")}
+        assert len(acked) > 100 and set(acked) <= kept, len(set(acked) - kept)
+    finally:
+        cluster.close()
+
+
 def test_postgresql_restarted_under_load_every_run_ends_and_none_is_driven_twice(nodes):
     from pg import Cluster
 
@@ -218,3 +252,151 @@ def test_an_a2a_task_started_on_one_node_is_answered_and_read_through_another(no
             await hb.aclose()
 
     asyncio.run(asyncio.wait_for(flow(), 90))
+
+
+LEDGER_TOOL = """
+import json, os, sys, time
+with open(sys.argv[1], "a") as ledger:
+    ledger.write(json.dumps({"key": os.environ["JSONAGENT_IDEMPOTENCY_KEY"],
+                             "amount": int(sys.argv[2])}) + "\\n")
+time.sleep(float(sys.argv[3]))
+print("paid")
+"""
+
+
+def _ledger_tools(tmp_path, effects: str, seconds: float):
+    """A command tool that writes its call's key to a ledger, then takes `seconds`."""
+    ledger = tmp_path / "ledger.jsonl"
+    (tmp_path / "ledger_tool.py").write_text(LEDGER_TOOL)
+    specs = tmp_path / "pay.json"
+    specs.write_text(json.dumps([{"name": "pay", "effects": effects, "parameters": [
+        {"name": "amount", "type": "integer"}], "handler": {"command": [
+            __import__("sys").executable, str(tmp_path / "ledger_tool.py"), str(ledger),
+            "{amount}", str(seconds)]}}]))
+    return ledger, specs
+
+
+def _ledger(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("effects", ["unknown", "once"])
+def test_after_kill_9_the_taking_node_keeps_the_key_and_a_once_call_waits_for_a_person(
+        nodes, tmp_path, effects):
+    """Issue 41: node a dies mid-call; node b's step is the recorded call with the same key.
+    An unknown call runs again with it; a once call waits, and is answered over REST."""
+    ledger, specs = _ledger_tools(tmp_path, effects, 4.0)
+    replies = [step("pay", {"amount": 7}, "pay"), DONE]
+    (a,) = nodes(replies, 1, "--tools", str(specs), "--takeover-after", "2")
+    run = a.create(input="pay")
+    deadline = time.monotonic() + 30
+    while not _ledger(ledger):
+        assert time.monotonic() < deadline, a.output()
+        time.sleep(0.05)
+    a.kill()  # mid-call: its command dies with it
+    (b,) = nodes(replies, 1, "--tools", str(specs), "--takeover-after", "2")
+    key = f"{run['id']}.1.0"
+    if effects == "unknown":
+        done = b.wait(run["id"], "completed", timeout=60)
+        assert _ledger(ledger) == [{"key": key, "amount": 7}] * 2  # the same key, again
+    else:
+        waiting = b.wait(run["id"], "requires_action", timeout=60)
+        assert waiting["required_action"] == {"kind": "once", "tool": "pay",
+                                              "args": {"amount": 7}, "key": key}
+        with b.client as c:
+            bad = c.post(f"/v1/runs/{run['id']}/respond", json={"answer": "perhaps"})
+            assert bad.status_code == 422, bad.text
+            assert c.post(f"/v1/runs/{run['id']}/respond",
+                          json={"answer": "happened"}).status_code == 202
+        done = b.wait(run["id"], "completed", timeout=60)
+        assert _ledger(ledger) == [{"key": key, "amount": 7}]  # it happened once
+        assert "went through" in done["steps"][0]["observation"]["note"]
+    assert done["answer"] == "42" and _owner_node(b, run["id"]) == "b"
+
+
+HOLD_TOOL = """
+import os, sys, time
+while os.path.exists(sys.argv[1]):  # held until the test lets go
+    time.sleep(0.02)
+print("let go")
+"""
+
+
+def test_sigterm_hands_runs_in_flight_to_another_node_at_once_and_exits_0(nodes, tmp_path):
+    """Issue 41, item 3: the stopping node finishes the tool call in flight, checkpoints,
+    releases its claim; the other node goes on within 2 s, though takeover-after is 15 s."""
+    # the first call holds until the test lets go, so the stop lands in it however long
+    # node b takes to start (timed calls ran out before it, on a busy machine)
+    gate = tmp_path / "gate"
+    (tmp_path / "hold.py").write_text(HOLD_TOOL)
+    specs = tmp_path / "hold.json"
+    specs.write_text(json.dumps([{"name": "hold", "parameters": [], "handler": {"command": [
+        __import__("sys").executable, str(tmp_path / "hold.py"), str(gate)]}}]))
+    replies = [step("hold", {}, "one"), step("wait", {"seconds": 1.0}, "two"), DONE]
+    gate.touch()
+    (a,) = nodes(replies, 1, "--workers", "2", "--drain-timeout", "5", "--tools", str(specs))
+    runs = [a.create(input=f"work {n}")["id"] for n in range(2)]
+    for run_id in runs:
+        a.wait(run_id, "in_progress")
+    (b,) = nodes(replies, 1, "--tools", str(specs))
+    assert all(a.get(r)["status"] == "in_progress" for r in runs)  # still held
+    threading.Timer(0.5, gate.unlink).start()  # the calls in flight end during the drain
+    started = time.monotonic()
+    code = a.kill(signal.SIGTERM, wait_s=10)
+    stopped = time.monotonic() - started
+    assert code == 0, a.output()
+    assert 0.5 <= stopped < 5 + 1, stopped  # after the calls in flight, within the grace period
+    deadline = time.monotonic() + 2
+    while not all(_owner_node(b, r) == "b" for r in runs):
+        assert time.monotonic() < deadline, ("not taken over within 2 s of the stop",
+                                             _rows(b, runs), a.output()[-3000:])
+        time.sleep(0.05)
+    for run_id in runs:
+        done = b.wait(run_id, "completed", timeout=60)
+        assert done["answer"] == "42" and done["steps"][0]["observation"].strip() == "let go"
+        driven_once(events_of(b, run_id))
+
+
+def _rows(server: Server, run_ids: list[str]) -> list:
+    import psycopg
+
+    url = next(arg for arg in server.args if arg.startswith("postgresql://"))
+    with psycopg.connect(url) as db:
+        return db.execute("SELECT id, status, owner, heartbeat_at, claim FROM jsonagent.runs "
+                          "WHERE id = ANY(%s)", (run_ids,)).fetchall()
+
+
+def test_a_stopping_node_never_claims_back_a_run_it_let_go_of(pg_url):
+    """What made the handover above fail now and then: the worker that let go of its run
+    freed a slot, and the claim thread, waiting for one as the node stopped, claimed that
+    run back (stale at once) for no worker; no node took it until its heartbeat was due.
+    Here the stop lands as the tool call in flight ends, every time."""
+    from jsonagent import Agent, tool
+    from jsonagent.server.runner import Runner
+    from jsonagent.store import open_store
+
+    @tool
+    def work() -> str:
+        """Works; the node is told to stop as the call ends."""
+        runner.stopping.set()
+        return "worked"
+
+    store = open_store(pg_url)
+    runner = Runner(lambda: Agent(model=ScriptedModel([step("work", {}), DONE], replay=True),
+                                  tools=[work], store=store), store, workers=1)
+    try:
+        run_id = runner.submit("go", "s")
+        runner.start()
+        deadline = time.monotonic() + 20
+        while not runner.stopping.is_set():
+            assert time.monotonic() < deadline, "the run never started its tool"
+            time.sleep(0.01)
+        runner.stop(wait_s=5)
+        import psycopg
+
+        with psycopg.connect(pg_url) as db:
+            row = db.execute("SELECT status, claim, heartbeat_at FROM jsonagent.runs "
+                             "WHERE id = %s", (run_id,)).fetchone()
+        assert row == ("running", None, None)  # let go of: another node takes it at once
+    finally:
+        store.close()

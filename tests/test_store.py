@@ -161,6 +161,10 @@ def test_items_are_shared(stores):
     assert second.items("a2a_task") == ['{"id": "t1", "v": 2}', "{}"]
     second.delete_item("a2a_task", "t1")
     assert first.get_item("a2a_task", "t1") is None and first.get_item("other", "t2") is None
+    # added, not put: the first value stays, and every caller learns it (a call's A2A task)
+    assert first.add_item("a2a_key", "r.1.0", "c1/t1") == "c1/t1"
+    assert second.add_item("a2a_key", "r.1.0", "c2/t2") == "c1/t1"
+    assert second.get_item("a2a_key", "r.1.0") == "c1/t1"
 
 
 def test_listeners_hear_of_new_events(stores, where):
@@ -237,6 +241,26 @@ def test_a_run_whose_node_stopped_beating_is_taken_over_and_the_old_node_is_fenc
         other.close()
 
 
+def test_a_process_never_takes_over_a_run_it_still_holds(pg_url):
+    """bench/chaos.py: after a PostgreSQL outage longer than the takeover window, a node's own
+    runs looked stale to its own claim thread too. Taking one gave the run a second worker in
+    the same process, which the claim's fence cannot tell from the first (both read the
+    process's one token): the first worker's beat revives the run instead, or another
+    process takes it over."""
+    store, other = open_store(pg_url, takeover_after=1), open_store(pg_url, takeover_after=1)
+    try:
+        sid = store.open_session("own")
+        store.start_run(sid, lambda last: _state(store, sid, "q"), 0, queued=True)
+        mine = store.next_run()
+        time.sleep(1.5)  # no beat got through
+        assert store.next_run() is None
+        taken = other.next_run()
+        assert taken is not None and taken.id == mine.id
+    finally:
+        store.close()
+        other.close()
+
+
 def _state(store, sid, question):
     from jsonagent.state import Message, RunState, new_id
 
@@ -285,3 +309,62 @@ def test_the_cli_says_in_one_line_when_the_database_cannot_be_reached(tmp_path):
         assert out.stderr.startswith("error: cannot use the PostgreSQL store at 127.0.0.1:")
         assert "Connection refused" in out.stderr and "hunter2" not in out.stderr
         assert out.stderr.count("\n") == 1
+
+
+def test_the_call_log_keeps_the_first_record_of_a_key_and_its_first_result(stores):
+    """Issue 41: a key stays with the tool and arguments it was first recorded with, and a
+    call ends once; another process reads both."""
+    from jsonagent.calls import Call, call_key
+
+    first, second = stores(), stores()
+    sid = first.open_session("calls")
+    state = first.start_run(sid, lambda last: _state(first, sid, "q"), 0)
+    key = call_key(state.run_id, 1)
+    recorded = first.call_started(Call(key, state.run_id, 1, 0, "pay", {"amount": 1}, "once",
+                                       time.time()), state)
+    assert (recorded.tool, recorded.args, recorded.effects, recorded.ended) == (
+        "pay", {"amount": 1}, "once", False)
+    again = first.call_started(Call(key, state.run_id, 1, 0, "pay", {"amount": 2}, "once",
+                                    time.time()), state)
+    assert again.args == {"amount": 1}  # the first record wins
+    assert second.call(key).ended is False and second.call("nope") is None
+    first.call_ended(key, {"paid": 1}, False)
+    first.call_ended(key, {"paid": 2}, True)  # only the first end counts
+    (logged,) = second.calls(state.run_id)
+    assert (logged.ended, logged.result, logged.error) == (True, {"paid": 1}, False)
+
+
+def test_a_released_run_is_taken_over_at_once_by_another_process(stores):
+    """A node that stops lets go of its runs: the next look for work finds them, with no
+    heartbeat to wait out (issue 41, item 3)."""
+    first, second = stores(takeover_after=30), stores(takeover_after=30)
+    sid = first.open_session("rel")
+    first.start_run(sid, lambda last: _state(first, sid, "q"), 0, queued=True)
+    mine = first.next_run()
+    stop = first.drive(mine.id, lambda why: None)
+    assert second.next_run() is None  # driven by a live process
+    first.release(mine.id)
+    stop()
+    taken = second.next_run()
+    assert taken is not None and taken.id == mine.id and taken.state.status == "interrupted"
+
+
+def test_a_node_that_lost_its_run_can_never_start_a_call_of_it(pg_url):
+    from jsonagent.calls import Call, call_key
+
+    old, new = open_store(pg_url, takeover_after=1), open_store(pg_url, takeover_after=1)
+    try:
+        sid = old.open_session("fence")
+        old.start_run(sid, lambda last: _state(old, sid, "q"), 0, queued=True)
+        mine = old.next_run()
+        old.release(mine.id)
+        taken = new.next_run()
+        assert taken.id == mine.id
+        key = call_key(mine.id, 1)
+        with pytest.raises(Conflict):
+            old.call_started(Call(key, mine.id, 1, 0, "pay", {}, "once", time.time()),
+                             mine.state)
+        assert new.call(key) is None  # nothing was recorded, nothing ran
+    finally:
+        old.close()
+        new.close()

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import events as ev
+from ..calls import once_question
 from ..ctrlc import ctrl_c_held
 from ..result import RunResult
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
@@ -245,8 +246,10 @@ class Display:
         return input()
 
     def user_prompt(self, pending: Any) -> str:
-        if pending is not None and pending.kind == "question":
-            self.err.print(f"[bold magenta]? {escape(pending.question or '')}[/]")
+        if pending is not None and pending.kind in ("question", "once"):
+            asked = pending.question if pending.kind == "question" else \
+                once_question(pending.tool, pending.args, pending.key)
+            self.err.print(f"[bold magenta]? {escape(asked or '')}[/]")
             return "your answer> "
         return "you> "
 
@@ -261,7 +264,8 @@ class Display:
         elif result.status == NEEDS_HUMAN:
             p = result.pending
             what = (f"approval of {p.tool} {_brief(p.args)}" if p.kind == "approval"
-                    else f"an answer: {p.question}")
+                    else f"an answer: {once_question(p.tool, p.args, p.key)}"
+                    if p.kind == "once" else f"an answer: {p.question}")
             self.err.print(f"[magenta]paused, waiting for {escape(what)}[/]")
             if self.stored:
                 self.err.print(f"resume with: {escape(resume_command(result.run_id, p.model_dump()))}")

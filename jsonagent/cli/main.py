@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..calls import once_answer
 from ..status import NEEDS_HUMAN, exit_code
 from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
@@ -162,6 +163,10 @@ def resume(ctx: typer.Context,
     if pending is not None and pending.kind == "question" and answer is None:
         raise ConfigError(f"run {run_id} waits for an answer to {pending.question!r}: give it "
                           "with --answer TEXT")
+    if pending is not None and pending.kind == "once" and once_answer(answer) is None:
+        raise ConfigError(f"run {run_id} waits for you to say what became of a call of "
+                          f"{pending.tool} (key {pending.key}): give --answer happened, again "
+                          "or fail (and --reason TEXT if you like)")
     if pending is not None and pending.kind == "approval" and not (approve or deny):
         raise ConfigError(f"run {run_id} waits for an approval of {pending.tool}: add --approve, "
                           "or --deny with an optional --reason TEXT")

@@ -37,6 +37,11 @@ def serve(ctx: typer.Context,
               "--node-id", envvar="JSONAGENT_NODE_ID", show_envvar=True, metavar="ID",
               help="This server's name among the nodes sharing a store (default: one made up "
                    "once and kept in $JSONAGENT_HOME).")] = None,
+          drain_timeout: Annotated[float, typer.Option(
+              "--drain-timeout", min=0, max=3600, metavar="SECONDS",
+              help="On SIGTERM, wait this long for the runs' current tool calls, then hand the "
+                   "runs over to the other nodes (a second SIGTERM hands them over at once).")
+          ] = 10.0,
           takeover_after: Annotated[float, typer.Option(
               "--takeover-after", min=1, max=3600, metavar="SECONDS",
               help="With a shared store (PostgreSQL), a run whose node died is taken over by "
@@ -84,7 +89,8 @@ def serve(ctx: typer.Context,
     kept = open_store(store, takeover_after=takeover_after)
     opts = RunOptions.of(ctx)
     opts.build_agent()  # bad options fail here, before the port is taken
-    runner = Runner(lambda: opts.build_agent(store=kept), kept, workers, expire_after)
+    runner = Runner(lambda: opts.build_agent(store=kept), kept, workers, expire_after,
+                    drain_timeout)
     app = create_app(runner, token=token, base_url=f"http://{_url_host(host)}:{port}",
                      allowed_hosts=tuple(allowed_host or ()))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
@@ -103,8 +109,11 @@ def _server_class(runner):
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
-            # streams (SSE, A2A) end at once instead of holding the graceful shutdown open;
-            # the workers still finish their current step
+            # streams (SSE, A2A) end at once instead of holding the graceful shutdown open
+            # (they are not cancels: clients follow the runs again on another node); the
+            # workers finish their current tool call; a second signal hands the runs over now
+            if runner.stopping.is_set():
+                runner.hurry.set()
             runner.stopping.set()
             super().handle_exit(sig, frame)
             # uvicorn raises the signal again once it stopped; stopping is our normal end (0)

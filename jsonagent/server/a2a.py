@@ -5,6 +5,11 @@ An A2A task is one of our runs, and its context is one of our sessions (`a2a-CON
 question or an approval puts the task in INPUT_REQUIRED; the client's next message on the
 task is the answer (for an approval: yes or no, and anything else is the reason to deny).
 Tasks are kept in the run store (a2a_tasks.py), so any server sharing it serves any task.
+
+A message that carries a tool call's key (another jsonagent's A2A tool sends it) starts a
+run whose id is derived from the key, as an in-process sub-run's is (calls.py). The same
+call done again, after its caller crashed or was taken over, gets that task and run back:
+its answer, its question, or the run followed on; never a second run.
 """
 
 from __future__ import annotations
@@ -18,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 from a2a.helpers import new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import TaskUpdater
 from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill,
                        HTTPAuthSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
                        TaskState)
 
+from ..calls import once_question, sub_run_id
 from ..errors import Conflict, SessionBusy, Unknown
-from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, Reason
+from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, Reason
 from ..events import ThoughtDelta
-from .a2a_tasks import StoredTasks, remember_run, run_of
+from .a2a_tasks import KEY, KeyedRequests, StoredTasks, key_of, remember_run, run_of
 from .live import until_either
 from .wakeups import LOOK_ANYWAY_S
 
@@ -63,35 +68,54 @@ class RunExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        text = context.get_user_input()
-        session = f"a2a-{context.context_id}"
-        # a message on the task, or a new one in a context whose run waits (say, the task
-        # was lost with a restart of the server): either way it is that run's answer
-        store = self.runner.store
-        run_id = await asyncio.to_thread(run_of, store, context.task_id) or \
-            await asyncio.to_thread(self._waiting_run, session)
         if context.current_task is None:
             await event_queue.enqueue_event(new_task(
                 context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED,
                 history=[context.message] if context.message else None))
         try:
-            if run_id is None:
-                headers = context.call_context.state.get("headers", {}) \
-                    if context.call_context is not None else {}
-                run_id = await asyncio.to_thread(self.runner.submit, text, session, None,
-                                                 headers.get("traceparent"))
-                after = 0
-            else:
-                info = await asyncio.to_thread(self.runner.get, run_id)
-                after = info.state.seq
-                await asyncio.to_thread(self.runner.respond, run_id,
-                                        **decision(info.state.pending, text))
+            run_id, after = await asyncio.to_thread(self._run_for, context)
         except (Conflict, SessionBusy, ValueError) as exc:
             await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
             return
-        await asyncio.to_thread(remember_run, store, context.task_id, run_id)
+        await asyncio.to_thread(remember_run, self.runner.store, context.task_id, run_id)
+        if after is None:  # a call done again finds its run waiting for a person, or ended
+            info = await asyncio.to_thread(self.runner.get, run_id)
+            await self._end(run_id, {"status": info.status, "answer": info.state.answer,
+                                     "error": info.state.error}, updater)
+            return
         await updater.start_work()
         await self._follow(run_id, after, updater)
+
+    def _run_for(self, context: RequestContext) -> tuple[str, int | None]:
+        """The run a message goes to, and the event after which to follow it: None when that
+        run stands still (it waits for a person, or has ended)."""
+        text = context.get_user_input()
+        session = f"a2a-{context.context_id}"
+        key = key_of(context.message, context.call_context)
+        if key is not None:  # a tool call's message: sent for the first time, or again
+            here = f"{context.context_id}/{context.task_id}"
+            first = self.runner.store.add_item(KEY, key, here) == here
+            run_id = sub_run_id(key)  # the same on every node, for every sending
+            try:
+                info = self.runner.get(run_id)
+            except Unknown:  # not started; unless first, the same message starts it now
+                return (self._submit(context, text, session, run_id) if first else run_id), 0
+            return run_id, info.state.seq if info.status in (QUEUED, RUNNING) else None
+        # a message on the task, or a new one in a context whose run waits (say, the task
+        # was lost with a restart of the server): either way it is that run's answer
+        run_id = run_of(self.runner.store, context.task_id) or self._waiting_run(session)
+        if run_id is None:
+            return self._submit(context, text, session), 0
+        info = self.runner.get(run_id)
+        self.runner.respond(run_id, **decision(info.state.pending, text))
+        return run_id, info.state.seq
+
+    def _submit(self, context: RequestContext, text: str, session: str,
+                run_id: str | None = None) -> str:
+        headers = context.call_context.state.get("headers", {}) \
+            if context.call_context is not None else {}
+        return self.runner.submit(text, session, None, headers.get("traceparent"),
+                                  run_id=run_id)
 
     def _waiting_run(self, session: str) -> str | None:
         info = self.runner.store.find_session(session)
@@ -144,8 +168,10 @@ class RunExecutor(AgentExecutor):
         elif status == NEEDS_HUMAN:
             info = await asyncio.to_thread(self.runner.get, run_id)
             pending = info.state.pending
-            asked = pending.question if pending.kind == "question" else None
-            await updater.requires_input(say(asked or approval_question(pending)))
+            asked = pending.question if pending.kind == "question" else \
+                once_question(pending.tool, pending.args, pending.key) \
+                if pending.kind == "once" else approval_question(pending)
+            await updater.requires_input(say(asked))
         elif status == INTERRUPTED:
             await updater.cancel(say(event.get("error") or Reason.CANCELLED))
         else:  # max_steps, stalled, limit_reached, failed, expired
@@ -202,7 +228,7 @@ def mount(app: FastAPI, runner: Runner, base_url: str, token: str | None = None)
     if not any(isinstance(f, _ClientMistakes) for f in dispatcher.filters):
         dispatcher.addFilter(_ClientMistakes())
     card = agent_card(runner, base_url, token)
-    handler = DefaultRequestHandlerV2(agent_executor=RunExecutor(runner, app.state),
-                                      task_store=StoredTasks(runner.store), agent_card=card)
+    handler = KeyedRequests(agent_executor=RunExecutor(runner, app.state),
+                            task_store=StoredTasks(runner.store), agent_card=card)
     for route in [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH)]:
         app.router.routes.append(route)

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..calls import once_answer
 from ..errors import ConfigError, Conflict, SessionBusy, StoreDown, Unknown
 from ..events import Delta
 from ..session import Session
@@ -36,6 +37,8 @@ SAFE_STOPS = {"run_start", "run_resumed", "tool_result"}
 WRITTEN = {"model_reply", "reask", "run_end"}
 """Events after which the reply being written is done: a follower that comes later gets
 nothing of it as a delta."""
+DRAIN_TIMEOUT = 10.0
+"""Seconds a stopping node waits for its runs' current tool calls before it hands them over."""
 LOOK_S = 0.5
 """How often an idle node looks for queued work it was not told about."""
 
@@ -49,12 +52,15 @@ def public_status(info: RunInfo) -> str:
 
 class Runner:
     def __init__(self, build_agent: Callable[[], Agent], store: Store, workers: int = 4,
-                 expire_after: float = 86400.0):
+                 expire_after: float = 86400.0, drain_timeout: float = DRAIN_TIMEOUT):
         self.build_agent, self.store = build_agent, store
         self.front = build_agent()
         """Builds new runs' states; its model is never called."""
         self.workers, self.expire_after = workers, expire_after
         self.stopping = threading.Event()
+        self.drain_timeout = drain_timeout
+        self.hurry = threading.Event()
+        """Set by a second SIGTERM: let go of the runs now, without waiting for their tools."""
         self._claimed: queue.Queue[RunInfo] = queue.Queue()
         self._free = threading.Semaphore(workers)
         """A node claims a run only for a free worker, so that busy nodes leave work to idle
@@ -84,33 +90,51 @@ class Runner:
         thread.start()
         self._threads.append(thread)
 
-    def stop(self, wait_s: float = 30.0) -> None:
-        """Let each worker finish its current step, then leave its run for the next start."""
+    def stop(self, wait_s: float | None = None) -> None:
+        """Drain: claim nothing more, let each worker finish its current tool call (up to
+        `drain_timeout`, or until `hurry`), and hand its run over at that checkpoint: the
+        claim is released, so another node takes it over at once, not after a missed
+        heartbeat. A run whose tool outlasts the wait is released where it is: its call
+        is in the log, and the next node decides it by its effects (calls.py)."""
         self.stopping.set()
         self._news.set()
         if self._unlisten is not None:
             self._unlisten()
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + (self.drain_timeout if wait_s is None else wait_s)
         for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            while thread.is_alive() and not self.hurry.is_set() and time.monotonic() < deadline:
+                thread.join(0.05)
+        with self._lock:
+            left = list(self._active)
+        while not self._claimed.empty():  # claimed as the workers stopped: never driven here
+            left.append(self._claimed.get_nowait().id)
+        for run_id in left:
+            self._release(run_id)
+
+    def _release(self, run_id: str) -> None:
+        try:
+            self.store.release(run_id)
+        except Exception as exc:  # the store is down: the heartbeat's end hands it over
+            log.warning("run %s: could not hand it over at once: %s", run_id, exc)
 
     # -- requests -----------------------------------------------------------------------------
 
     def submit(self, text: str, session: str | None = None, max_steps: int | None = None,
                traceparent: str | None = None, stream: bool = False,
                client_tools: list[dict[str, Any]] | None = None,
-               recorded: dict[str, Any] | None = None) -> str:
+               recorded: dict[str, Any] | None = None, run_id: str | None = None) -> str:
         """`traceparent`: the caller's trace (its request's header), the run span's parent.
         `stream`: someone may follow the run, so its replies are streamed from its first
         call, not only while a follower is there (which it cannot be before the first call
         starts). `client_tools`: tools the client runs (frontend_tools.py). `recorded`: more a
-        front end keeps with the run (AG-UI: the message that started it)."""
+        front end keeps with the run (AG-UI: the message that started it). `run_id`: the
+        run's id when the caller derives it (from a tool call's key, calls.py)."""
         s = Session(with_frontend_tools(self.front.deps, client_tools), session, self.store)
         recorded = {**({"max_steps": max_steps} if max_steps else {}),
                     **({"stream": True} if stream else {}),
                     **({FRONTEND_KEY: client_tools} if client_tools else {}), **(recorded or {})}
         try:
-            state = s.enqueue(text, traceparent=traceparent, **recorded)
+            state = s.enqueue(text, traceparent=traceparent, run_id=run_id, **recorded)
         finally:
             s.close()
         self._news.set()
@@ -134,8 +158,12 @@ class Runner:
         if pending.kind == "approval" and approve is None:
             raise ValueError(f"run {run_id} waits for an approval of {pending.tool}: send "
                              "{\"approve\": true} or {\"approve\": false, \"reason\": \"...\"}")
-        decision = {"answer": answer} if pending.kind == "question" else \
-            {"approve": approve, "reason": reason}
+        if pending.kind == "once" and once_answer(answer) is None:
+            raise ValueError(f"run {run_id} waits for a person to say what became of a call of "
+                             f"{pending.tool} (key {pending.key}): send {{\"answer\": "
+                             "\"happened\"}, \"again\" or \"fail\" (and an optional reason)")
+        decision = {"approve": approve, "reason": reason} if pending.kind == "approval" else \
+            {"answer": answer, "reason": reason}
         if not self.store.decide(run_id, decision):
             raise Conflict(f"run {run_id} was answered already")
         self._news.set()
@@ -185,6 +213,12 @@ class Runner:
             except Exception as exc:  # the next look may well work: say why, and go on
                 log.warning("claiming a run failed: %s", exc)
                 info = None
+            if info is not None and self.stopping.is_set():
+                # likely the run a worker just let go of (stale at once), claimed back: no
+                # worker here drives it now, nor would another node before its heartbeat is due
+                self._release(info.id)
+                self._free.release()
+                return
             if info is None:
                 self._free.release()
                 self._news.wait(LOOK_S)
@@ -233,7 +267,8 @@ class Runner:
                 if event.type in WRITTEN:
                     self.live.written(run_id)
                 if self.stopping.is_set() and event.type in SAFE_STOPS:
-                    events.close()  # the row stays running; the next start takes it over
+                    events.close()  # checkpointed: another node goes on from here at once
+                    self._release(run_id)
                     break
         except (ConfigError, SessionBusy, Conflict) as exc:
             log.warning("run %s: %s", run_id, exc)

@@ -32,11 +32,13 @@ class RespondIn(BaseModel):
     model_config = EDGE
 
     answer: str | None = Field(None, max_length=200_000)
-    """The answer to the run's question."""
+    """The answer to the run's question; for a `once` call cut short, happened, again or
+    fail."""
     approve: bool | None = None
     """The decision on the run's pending call."""
     reason: str | None = Field(None, max_length=10_000)
-    """Why the call is refused; the model reads it."""
+    """Why the call is refused (or what the person knows of a `once` call); the model
+    reads it."""
 
     @model_validator(mode="after")
     def _one(self) -> RespondIn:

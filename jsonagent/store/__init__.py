@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..calls import Call
 from ..errors import SessionBusy
 from ..home import home
 from ..state import RunState
 from ..status import Reason
 
+
+__all__ = ["Store", "open_store", "RunInfo", "SessionInfo", "Owner"]
+"""The names a store's user needs; sqlite.SQLiteStore and postgres.PostgresStore implement Store."""
 
 STORE_ENV = "JSONAGENT_STORE"
 NODE_ENV = "JSONAGENT_NODE_ID"
@@ -159,6 +163,28 @@ class Store(Protocol):
     def record(self, event: Any, state: RunState) -> None:
         """Append an event; at a step boundary, also checkpoint the state."""
 
+    # -- the call log (calls.py) --------------------------------------------------------------
+
+    def call_started(self, call: Call, state: RunState) -> Call:
+        """Record a tool call before it runs, and checkpoint `state` (its step in flight)
+        with it: a run resumed or taken over goes on from this call, and never asks the
+        model for the step again. The first record of a key wins: the call returned is the
+        one recorded, so a key always stays with the same tool and arguments. Raises
+        Conflict when this process no longer drives the run (another node took it over)."""
+
+    def call_ended(self, key: str, result: Any, error: bool) -> None:
+        """Record what the call returned (JSON data), once: it is never run again."""
+
+    def call(self, key: str) -> Call | None:
+        """The call recorded under `key`, if any."""
+
+    def calls(self, run_id: str) -> list[Call]:
+        """The run's calls, in the order of their steps."""
+
+    def release(self, run_id: str) -> None:
+        """Let go of a run this process drives, at its checkpoint, so that another process
+        takes it over at once instead of after a missed heartbeat (a node that stops)."""
+
     def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call `callback()`, from any thread, whenever a run is queued or answered (in any
         process sharing the store): there is work to claim. Returns the function that stops
@@ -190,6 +216,10 @@ class Store(Protocol):
     def put_item(self, kind: str, key: str, value: str) -> None:
         """Keep a small document for the front ends (an A2A task), shared like the runs."""
 
+    def add_item(self, kind: str, key: str, value: str) -> str:
+        """Keep `value` unless the key holds one already; the value it holds now. Of two
+        nodes adding the same key at once, one wins, and both are told which."""
+
     def get_item(self, kind: str, key: str) -> str | None: ...
 
     def items(self, kind: str) -> list[str]: ...
@@ -203,6 +233,8 @@ def resume_command(run_id: str, pending: dict | None) -> str:
     """The exact command that answers a paused run."""
     if pending and pending.get("kind") == "approval":
         return f"jsonagent resume {run_id} --approve   (or --deny --reason TEXT)"
+    if pending and pending.get("kind") == "once":
+        return f"jsonagent resume {run_id} --answer happened   (or again, or fail)"
     return f"jsonagent resume {run_id} --answer TEXT"
 
 

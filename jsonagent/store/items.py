@@ -21,6 +21,13 @@ class Items:
                     "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                     (kind, key, value, time.time()))
 
+    def add_item(self, kind: str, key: str, value: str) -> str:
+        p = self.MARK
+        self._items(f"INSERT INTO items VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (kind, key) "
+                    "DO NOTHING", (kind, key, value, time.time()))
+        # two statements, each atomic: the insert decides, the read says who won
+        return self.get_item(kind, key) or value
+
     def get_item(self, kind: str, key: str) -> str | None:
         p = self.MARK
         rows = self._items(f"SELECT value FROM items WHERE kind = {p} AND key = {p}", (kind, key))

@@ -82,6 +82,31 @@ def _m004_sub_runs(db: sqlite3.Connection) -> None:
     """)
 
 
+def _m005_call_log(db: sqlite3.Connection) -> None:
+    """The call log: each tool call recorded before it runs (its key, tool and arguments)
+    and its result once it ended (calls.py); PostgreSQL's _m003."""
+    _script(db, CALLS_TABLE)
+
+
+CALLS_TABLE = """
+    CREATE TABLE calls (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        args TEXT NOT NULL,
+        effects TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        ended_at DOUBLE PRECISION,
+        result TEXT,
+        error BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE INDEX calls_by_run ON calls(run_id, step, idx)
+"""
+"""The same table in both stores (SQLite reads DOUBLE PRECISION as REAL)."""
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001_initial, _m002_served_runs, _m003_cancels_and_items, _m004_sub_runs]
+    _m001_initial, _m002_served_runs, _m003_cancels_and_items, _m004_sub_runs, _m005_call_log]

@@ -37,3 +37,16 @@ class News:
     def queued(self) -> None:
         for callback in list(self._queued):
             callback()
+
+
+class Told:
+    """A store's subscriptions, on its `news` (the `Store` protocol's `listen` and
+    `on_queued`)."""
+
+    news: News
+
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        return self.news.listen(callback)
+
+    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self.news.on_queued(callback)

@@ -74,8 +74,16 @@ def _m002_sub_runs(db: Any) -> None:
         db.execute(statement)
 
 
+def _m003_call_log(db: Any) -> None:
+    """The call log (calls.py), the same table as SQLite's _m005."""
+    from .migrations import CALLS_TABLE
+
+    for statement in CALLS_TABLE.split(";"):
+        db.execute(statement)
+
+
 # Applied in order, each once, recorded in MIGRATIONS_TABLE. Only ever append to this list.
-MIGRATIONS: list[Callable[[Any], None]] = [_m001_initial, _m002_sub_runs]
+MIGRATIONS: list[Callable[[Any], None]] = [_m001_initial, _m002_sub_runs, _m003_call_log]
 
 
 def migrate(db: Any, where: str) -> None:

@@ -7,7 +7,8 @@ What SQLite does with one file and process ids, this does with the database:
 - a driven run has a heartbeat, on the database's clock; a run whose heartbeat stopped has
   lost its node, and another node takes it over from its checkpoint within `takeover_after`;
 - each claim has a token (`claim`), and every write of a run checks it, so a node that lost
-  a run (it was taken over while the node was cut off) can never write to it again;
+  a run (it was taken over while the node was cut off) can never write to it again, and a
+  process never takes over its own (a second worker would share the first one's token);
 - every event is written as it happens, with a NOTIFY, so that any node streams any run live.
 """
 
@@ -22,8 +23,8 @@ from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionInfo
 from .driven import Driven
-from .items import Items
-from .news import News
+from .call_log import CallLog
+from .news import News, Told
 from .pg_link import CHANNEL, NOW, Link, Listener
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
                    session_info, waiting_message)
@@ -32,7 +33,7 @@ TAKEOVER_AFTER = 15.0
 """Seconds within which a run whose node died is taken over by another node."""
 
 
-class PostgresStore(Items):
+class PostgresStore(CallLog, Told):
     MARK = "%s"
 
     def __init__(self, url: str, takeover_after: float | None = None, pool_size: int = 16):
@@ -170,9 +171,9 @@ class PostgresStore(Items):
         def claim(db: Any) -> RunInfo | None:
             row = db.execute(f"""
                 SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id
-                WHERE r.served AND (r.status = %s OR {self._stale('r')})
-                ORDER BY r.status = %s, r.created_at, r.n
-                LIMIT 1 FOR UPDATE OF r SKIP LOCKED""", (QUEUED, QUEUED)).fetchone()
+                WHERE r.served AND (r.status = %s OR {self._stale('r')}) AND r.id <> ALL(%s)
+                ORDER BY r.status = %s, r.created_at, r.n LIMIT 1 FOR UPDATE OF r SKIP LOCKED""",
+                (QUEUED, list(self._claims), QUEUED)).fetchone()
             if row is None:
                 return None
             info = run_info(row, RUNNING)
@@ -238,26 +239,42 @@ class PostgresStore(Items):
     def record(self, event: Any, state: RunState) -> None:
         """Every event is written at once (any node streams it); at a checkpoint, with the
         state. Writing checks this process's claim: a run taken over raises Conflict here."""
-        token = self._claims.get(event.run_id)
         row = (event.run_id, event.seq, event.type, event.t, event.to_json())
 
         def work(db: Any) -> None:
-            if event.type in CHECKPOINTS:
-                fence = db.execute(f"UPDATE runs SET state = %s, status = %s, updated_at = {NOW}, "
-                                   f"heartbeat_at = {NOW} WHERE id = %s AND claim = %s",
-                                   (state.model_dump_json(), state.status, event.run_id, token))
-            else:
-                fence = db.execute("SELECT 1 FROM runs WHERE id = %s AND claim = %s FOR SHARE",
-                                   (event.run_id, token))
-            if fence.rowcount != 1:
-                raise Conflict(f"run {event.run_id} was taken over by another node; this one "
-                               "let it go")
+            self._checkpoint(db, state, only_check=event.type not in CHECKPOINTS)
             db.execute("INSERT INTO events VALUES (%s, %s, %s, %s, %s) "
                        "ON CONFLICT (run_id, seq) DO NOTHING", row)  # a retried write
             self._notify(db, f"e:{event.run_id}")
 
+        self._write(work)
+
+    def _checkpoint(self, db: Any, state: RunState, only_check: bool = False) -> None:
+        """The state, if this process still holds the run's claim (a node that lost the run
+        never writes to it, nor starts its tools); Conflict otherwise."""
+        token = self._claims.get(state.run_id)
+        fence = db.execute("SELECT 1 FROM runs WHERE id = %s AND claim = %s FOR SHARE", (
+            state.run_id, token)) if only_check else db.execute(
+            f"UPDATE runs SET state = %s, status = %s, updated_at = {NOW}, heartbeat_at = {NOW} "
+            "WHERE id = %s AND claim = %s", (state.model_dump_json(), state.status,
+                                            state.run_id, token))
+        if fence.rowcount != 1:
+            raise Conflict(f"run {state.run_id} was taken over by another node; this one "
+                           "let it go")
+
+    def _write(self, work: Callable[[Any], Any]) -> Any:
         # a run in flight waits out a database restart, up to the time a takeover takes
-        self.link.call(work, patience=self.takeover_after)
+        return self.link.call(work, patience=self.takeover_after)
+
+    def release(self, run_id: str) -> None:
+        """No claim and no heartbeat: stale at once, and the nodes are told to look."""
+        self._claims.pop(run_id, None)  # by owner: its driving may have ended here already
+
+        def work(db: Any) -> None:
+            db.execute("UPDATE runs SET heartbeat_at = NULL, claim = NULL WHERE id = %s AND "
+                       "owner = %s AND status = %s", (run_id, owner_json(self.me), RUNNING))
+            self._notify(db, "q:")
+        self.link.call(work)
 
     def drive(self, run_id: str, stop: Callable[[str], None]) -> Callable[[], None]:
         release = self._driven.add(run_id, stop)
@@ -300,12 +317,6 @@ class PostgresStore(Items):
             self._driven.poke()
         return asked
 
-    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        return self.news.listen(callback)
-
-    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
-        return self.news.on_queued(callback)
-
     def _hear_others(self) -> None:
         """One LISTEN connection a store object, opened with the first subscriber."""
         self._listener = Listener(self.link, self._deliver)
@@ -337,9 +348,8 @@ class PostgresStore(Items):
         return run_info(rows[0], self._live(rows[0]))
 
     def last_run(self, session_id: str) -> RunState | None:
-        rows = self.link.call(lambda db: db.execute(
-            "SELECT state FROM runs WHERE session_id = %s ORDER BY created_at DESC, n DESC "
-            "LIMIT 1", (session_id,)).fetchall())
+        rows = self._items("SELECT state FROM runs WHERE session_id = %s ORDER BY created_at "
+                           "DESC, n DESC LIMIT 1", (session_id,))
         return RunState.model_validate_json(rows[0]["state"]) if rows else None
 
     def sub_runs(self, run_id: str) -> list[RunInfo]:

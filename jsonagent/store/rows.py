@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..calls import Call
 from ..state import RunState
 from ..status import INTERRUPTED, QUEUED, RUNNING
 from . import Owner, RunInfo, SessionInfo, resume_command
@@ -18,6 +19,24 @@ SUB_SESSIONS_HIDDEN = ("WHERE NOT EXISTS (SELECT 1 FROM runs c WHERE c.session_i
 # step's model reply waits for its tool's result; after a crash in between, the run does
 # that step again, model call included.
 CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
+
+
+CALL_COLUMNS = "key, run_id, step, idx, tool, args, effects, started_at, ended_at, result, error"
+
+
+def call_row(call: Call) -> tuple:
+    """A call's values for an INSERT of CALL_COLUMNS."""
+    return (call.key, call.run_id, call.step, call.index, call.tool, json.dumps(call.args),
+            call.effects, call.started_at, call.ended_at,
+            None if call.result is None else json.dumps(call.result), call.error)
+
+
+def call_of(row: dict[str, Any]) -> Call:
+    return Call(key=row["key"], run_id=row["run_id"], step=row["step"], index=row["idx"],
+                tool=row["tool"], args=json.loads(row["args"]), effects=row["effects"],
+                started_at=row["started_at"], ended_at=row["ended_at"],
+                result=None if row["result"] is None else json.loads(row["result"]),
+                error=bool(row["error"]))
 
 
 def owner(text: str | None) -> Owner:
@@ -42,6 +61,8 @@ def waiting_message(run_id: str, state_text: str) -> str:
     pending = json.loads(state_text).get("pending") or {}
     if pending.get("kind") == "approval":
         what = f"an approval of {pending.get('tool')}"
+    elif pending.get("kind") == "once":
+        what = f"a person to say what became of a call of {pending.get('tool')}"
     else:
         what = f"an answer to {json.dumps(pending.get('question', ''), ensure_ascii=False)}"
     return f"this session's run {run_id} waits for {what}: answer it with " \

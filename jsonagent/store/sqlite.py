@@ -17,8 +17,8 @@ from ..state import RunState
 from ..status import INTERRUPTED, NEEDS_HUMAN, QUEUED, RESUMABLE, RUNNING, Reason
 from . import Owner, RunInfo, SessionBusy, SessionInfo
 from .driven import Driven
-from .items import Items
-from .news import News
+from .call_log import CallLog
+from .news import News, Told
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
                    run_info, session_info, waiting_message)
@@ -27,7 +27,7 @@ CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
 
 
-class SQLiteStore(Items):
+class SQLiteStore(CallLog, Told):
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.RLock()  # one connection, shared by the threads of a server
@@ -264,18 +264,31 @@ class SQLiteStore(Items):
         transaction with the state: a step costs one transaction, not three."""
         row = (event.run_id, event.seq, event.type, event.t, event.to_json())
         with self._lock:  # runs of a server share this store from several threads
-            waiting = self._pending.setdefault(event.run_id, [])
-            waiting.append(row)
+            self._pending.setdefault(event.run_id, []).append(row)
             if event.type not in CHECKPOINTS:
                 return
-            now = time.time()
             with self._tx() as db:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", waiting)
-                db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, "
-                           "heartbeat_at = ? WHERE id = ?",
-                           (state.model_dump_json(), state.status, now, now, state.run_id))
-            del self._pending[event.run_id]
+                self._checkpoint(db, state)
         self.news.events(event.run_id)
+
+    def _checkpoint(self, db: sqlite3.Connection, state: RunState) -> None:
+        """The run's waiting events and its state (the lock is held)."""
+        now = time.time()
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                       self._pending.pop(state.run_id, []))
+        db.execute("UPDATE runs SET state = ?, status = ?, updated_at = ?, heartbeat_at = ? "
+                   "WHERE id = ?", (state.model_dump_json(), state.status, now, now, state.run_id))
+
+    def _write(self, work: Callable[[Any], Any]) -> Any:
+        with self._lock, self._tx() as db:
+            return work(db)
+
+    def release(self, run_id: str) -> None:
+        """No owner and no heartbeat: the next look for work finds it orphaned."""
+        with self._tx() as db:
+            db.execute("UPDATE runs SET owner = NULL, heartbeat_at = NULL WHERE id = ? AND "
+                       "status = ?", (run_id, RUNNING))
+        self.news.queued()
 
     def load_run(self, run_id: str) -> RunInfo:
         rows = self._read("SELECT r.*, s.name FROM runs r JOIN sessions s ON s.id = r.session_id "
@@ -344,12 +357,6 @@ class SQLiteStore(Items):
                        "WHERE id = ?", (state.model_dump_json(), status, end.t, run_id))
         self.news.events(run_id)
         return True
-
-    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        return self.news.listen(callback)
-
-    def on_queued(self, callback: Callable[[], None]) -> Callable[[], None]:
-        return self.news.on_queued(callback)
 
     def _info(self, row: dict[str, Any]) -> RunInfo:
         return run_info(row, self._live(row))

@@ -9,6 +9,14 @@ remote INPUT_REQUIRED becomes this run's pending question, with `a2a:CONTEXT/TAS
 of its `path`; the answer goes back to that task. A cancel of the run cancels the remote task.
 Every wait is bounded: an unreachable server, a timeout or a server that dies mid-task is a
 one-line error for the model, never a hang.
+
+The call's key (calls.py) goes with the message that starts the remote task: as its message
+id, in its `metadata` (`idempotency_key`) and in that request's `Idempotency-Key` header. A
+`jsonagent serve` peer answers a message whose key started a task already from that task (its
+answer, its question, or the task followed on to its end), so a step done again after a
+crash, a takeover or a resume re-attaches to the remote run it started and never starts a
+second one. A peer that is not jsonagent ignores the metadata and may start a second task:
+so the call's effects stay unknown (run again with the same key, and the events say so).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import os
 import re
 from typing import Any
 
+from ..calls import KEY_HEADER, KEY_META
 from ..cancel import run_coroutine
 from ..errors import ConfigError, ToolError
 from ..notes import note
@@ -102,11 +111,13 @@ class A2AAgent:
 
     # -- calls --------------------------------------------------------------------------------
 
-    def send(self, text: str, task: tuple[str, str] | None = None) -> tuple[str, str, str, str]:
-        """Send `text` (on the task `(context_id, task_id)` when given) and follow the task to
-        its end or its question: `(state, text, context_id, task_id)`."""
+    def send(self, text: str, task: tuple[str, str] | None = None,
+             key: str | None = None) -> tuple[str, str, str, str]:
+        """Send `text` (on the task `(context_id, task_id)` when given, else with the call's
+        `key`, which names the task it starts) and follow the task to its end or its
+        question: `(state, text, context_id, task_id)`."""
         try:
-            return run_coroutine(asyncio.wait_for(self._send(text, task), self.timeout))
+            return run_coroutine(asyncio.wait_for(self._send(text, task, key), self.timeout))
         except (TimeoutError, asyncio.TimeoutError):
             raise ToolError(f"A2A agent {self.url}: no answer within {self.timeout:g} s") from None
         except ToolError:
@@ -114,9 +125,10 @@ class A2AAgent:
         except Exception as exc:  # the transport's failures, whatever the SDK wraps them in
             raise ToolError(f"A2A agent {self.url}: {_describe(exc)}") from None
 
-    async def _send(self, text: str, task: tuple[str, str] | None) -> tuple[str, str, str, str]:
+    async def _send(self, text: str, task: tuple[str, str] | None,
+                    key: str | None) -> tuple[str, str, str, str]:
         import httpx
-        from a2a.client import ClientConfig, create_client
+        from a2a.client import ClientCallContext, ClientConfig, create_client
         from a2a.helpers import new_text_message
         from a2a.types import CancelTaskRequest, GetTaskRequest, Role, SendMessageRequest
 
@@ -127,9 +139,15 @@ class A2AAgent:
             message = new_text_message(text, role=Role.ROLE_USER,
                                        context_id=task[0] if task else None,
                                        task_id=task[1] if task else None)
+            keyed = None
+            if key is not None:  # the same message when the step is done again
+                message.message_id = key
+                message.metadata.update({KEY_META: key})
+                keyed = ClientCallContext(service_parameters={KEY_HEADER: key})
             task_id = task[1] if task else None
             try:
-                async for r in client.send_message(SendMessageRequest(message=message)):
+                async for r in client.send_message(SendMessageRequest(message=message),
+                                                   context=keyed):
                     task_id = task_id or (r.task.id if r.HasField("task") else
                                           r.status_update.task_id if r.HasField("status_update")
                                           else None)
@@ -167,14 +185,15 @@ class A2ACall:
         self.agent, self.source = agent, agent.origin
 
     def __call__(self, ctx: RunContext = None, **args: Any) -> Any:  # type: ignore[assignment]
-        task = None
+        task = key = None
         if ctx is not None and ctx.handed_down is not None:
             pending, resume = ctx.handed_down
             context_id, _, task_id = pending.path[1][len(PREFIX):].partition("/")
             task, text = (context_id, task_id), _reply(resume)
         else:
             text = str(args["task"]) if set(args) == {"task"} else json.dumps(args)
-        state, said, context_id, task_id = self.agent.send(text, task)
+            key = ctx.call_id if ctx is not None else None
+        state, said, context_id, task_id = self.agent.send(text, task, key)
         if state in _DONE:
             return _parsed(said)
         if state in _ASKS:

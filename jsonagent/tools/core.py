@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..calls import IDEMPOTENT
 from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
@@ -111,6 +112,7 @@ def limit_notes(result: Any, sandbox: Any, settings: dict[str, str]) -> list[str
 # cancel: the loop may call them in its own thread (see cancel.py).
 for _fn in (get_time, ask_human, task_complete, code_interpreter):
     _fn.stops_on_cancel = True
+    _fn.effects = IDEMPOTENT  # done again after a crash, they do nothing more
 
 BUILTINS = {
     "GetTimeTools": get_time,

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
+from ..calls import IDEMPOTENT, KEY_ENV, KEY_HEADER, keyed
 from ..tracing import outgoing_headers
 from .spec_checks import ARG_REF, BRACED, ENV_REF
 from .specs import ToolSpec
@@ -196,8 +197,9 @@ class CommandHandler:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None
                                     else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                    start_new_session=True, preexec_fn=_dies_with_us())
+                                    stderr=subprocess.PIPE, env=keyed(self.env, KEY_ENV),
+                                    cwd=self.cwd, start_new_session=True,
+                                    preexec_fn=_dies_with_us())
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
@@ -261,6 +263,7 @@ class HttpHandler:
         self.spec = spec
         self.where = f"{spec.origin} ({spec.name})"
         self.method = http.get("method", "GET").upper()
+        self.effects = IDEMPOTENT if self.method in ("GET", "HEAD") else None  # reads only
         self.url = resolve_secrets(http["url"], f"{self.where}: /handler/http/url")
         self.query = {k: resolve_secrets(v, f"{self.where}: /handler/http/query/{k}")
                       if isinstance(v, str) else v for k, v in http.get("query", {}).items()}
@@ -277,7 +280,7 @@ class HttpHandler:
     def __call__(self, **args: Any) -> Any:
         # async, so that a cancel of the run cancels the request and closes its connection;
         # the trace's headers are read here, in the tool call's own context
-        return run_coroutine(self._request(args, outgoing_headers()))
+        return run_coroutine(self._request(args, keyed(outgoing_headers(), KEY_HEADER)))
 
     async def _request(self, args: dict[str, Any], trace: dict[str, str] | None = None) -> Any:
         import httpx
@@ -362,8 +365,7 @@ class HttpHandler:
 
 def _safe_url(url: str) -> str:
     """The URL without its query, which may hold a key."""
-    parts = urlsplit(url)
-    return parts._replace(query="", fragment="").geturl()
+    return urlsplit(url)._replace(query="", fragment="").geturl()
 
 
 def _resolve_tree(node: Any, where: str) -> Any:
@@ -385,10 +387,8 @@ def _fill(node: Any, args: dict[str, Any]) -> Any:
     def walk(n: Any) -> Any:
         if isinstance(n, str):
             m = ARG_REF.match(n)
-            if m:
-                value = args.get(m.group(1))
-                return _ABSENT if value is None else value
-            return n
+            value = args.get(m.group(1)) if m else n
+            return _ABSENT if value is None else value
         if isinstance(n, dict):
             out = {k: walk(v) for k, v in n.items()}
             return {k: v for k, v in out.items() if v is not _ABSENT}

@@ -24,6 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..calls import KEY_META, Effects, current_key
 from ..cancel import quiet, watching
 from ..errors import ConfigError, ToolError
 from .mcp_config import config_entries
@@ -48,7 +49,8 @@ class MCPServer:
     def __init__(self, target: str | list[str], *, name: str | None = None,
                  env: dict[str, str] | None = None, headers: dict[str, str] | None = None,
                  prefix: str = "", cwd: str | Path | None = None,
-                 start_timeout: float | None = None, call_timeout: float | None = None):
+                 start_timeout: float | None = None, call_timeout: float | None = None,
+                 effects: Effects | None = None):
         if isinstance(target, str) and target.startswith(("http://", "https://")):
             self.url: str | None = target
             self.argv: list[str] = []
@@ -62,6 +64,8 @@ class MCPServer:
         self.headers = dict(headers or {})
         self.prefix = prefix
         self.cwd = cwd
+        self.effects = effects
+        """What running a call of its tools twice does (calls.py); None: unknown."""
         self.start_timeout = start_timeout or _seconds("JSONAGENT_MCP_START_TIMEOUT", START_TIMEOUT)
         self.call_timeout = call_timeout or _seconds("JSONAGENT_MCP_CALL_TIMEOUT", CALL_TIMEOUT)
         self.pid: int | None = None
@@ -191,7 +195,8 @@ class MCPServer:
                                    "description": listed.description or "",
                                    "parameters": listed.input_schema or {"type": "object"},
                                    **({"returns": listed.output_schema}
-                                      if listed.output_schema else {})},
+                                      if listed.output_schema else {}),
+                                   **({"effects": self.effects} if self.effects else {})},
                                   origin=self.origin)
         return Tool(spec=spec, fn=_Call(self, listed.name))
 
@@ -203,11 +208,15 @@ class MCPServer:
         if self._loop is None or self._client is None or self._done is None or self._done.done():
             raise ToolError(f"MCP server {self.name} is not running{self._stderr_tail()}")
 
+        # read here, in the tool call's context: the coroutine runs in the client's loop
+        key = current_key()
+        meta = {KEY_META: key} if key else None
+
         async def call():
             import anyio
 
             with anyio.fail_after(self.call_timeout):
-                return await self._client.call_tool(name, args)
+                return await self._client.call_tool(name, args, meta=meta)
 
         future = asyncio.run_coroutine_threadsafe(call(), self._loop)
         try:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..calls import EFFECTS
 from ..errors import ConfigError
 
 
@@ -32,10 +33,14 @@ def config_entries(path: str | Path) -> Iterator[tuple[str | list[str], dict[str
                               "(with headers)")
         values = {k: resolve_secrets(str(v), f"{where}.env.{k}")
                   for k, v in (entry.get("env") or entry.get("headers") or {}).items()}
+        effects = entry.get("effects")  # what running its tools' calls twice does (calls.py)
+        if effects is not None and effects not in EFFECTS:
+            raise ConfigError(f"{where}: effects is one of {', '.join(EFFECTS)}, not {effects!r}")
+        common = {"name": name, **({"effects": effects} if effects else {})}
         if "url" in entry:
-            yield entry["url"], {"name": name, "headers": values}
+            yield entry["url"], {**common, "headers": values}
         else:
             args = entry.get("args", [])
             if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
                 raise ConfigError(f"{where}: args must be a list of strings")
-            yield [entry["command"], *args], {"name": name, "env": values, "cwd": entry.get("cwd")}
+            yield [entry["command"], *args], {**common, "env": values, "cwd": entry.get("cwd")}

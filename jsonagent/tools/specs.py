@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..calls import Effects
 from ..errors import MissingRef, SpecError, read_text
 from .schema import (
     brief_parameters,
@@ -76,6 +77,9 @@ class ToolSpec(BaseModel):
     max_calls: int | None = None
     """Calls allowed in one run: one past it is refused with an observation saying so, and
     the run goes on without the tool (limits.py). None: no limit of its own."""
+    effects: Effects | None = None
+    """What running a call twice does: idempotent, once or unknown (calls.py). None: what
+    the tool's handler declares (`Tool.effects`)."""
     origin: str = "<dict>"
     """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
 
@@ -93,6 +97,7 @@ class ToolSpec(BaseModel):
         confirm = bool(outer.get("confirm") or data.get("confirm"))
         repeatable = bool(outer.get("repeatable") or data.get("repeatable"))
         max_calls = outer.get("max_calls") or data.get("max_calls")
+        effects = outer.get("effects") or data.get("effects")
         where = spec_where(origin, data)
         params = data.get("parameters", {"type": "object", "properties": {}})
         if isinstance(params, list):
@@ -126,7 +131,7 @@ class ToolSpec(BaseModel):
         return make(name=data["name"], description=data.get("description", ""),
                     parameters=params, returns=returns, handler=handler,
                     confirm=confirm, repeatable=repeatable, max_calls=max_calls,
-                    origin=origin)
+                    effects=effects, origin=origin)
 
     def validate_args(self, args: Any) -> list[ArgError]:
         """JSON Schema semantics, no coercion: "5" is not an integer, and neither is true."""

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, get_type_hints
 
+from ..calls import UNKNOWN, Effects, reset_current, set_current
 from ..cancel import CancelToken
 from .specs import ToolSpec
 
@@ -41,6 +42,15 @@ class RunContext:
     """`(pending, resume)`: what a sub-run of this run's last step waits for (its `path`
     names it) and the person's input (a `loop.Resume`), while that step's tool is called
     again to hand it down."""
+    call_id: str | None = None
+    """The key of the tool call being run (calls.py): the same when the step is done again
+    after a crash, a takeover or a resume, different for every other call. Send it on to
+    an API that deduplicates (a payment's `Idempotency-Key`)."""
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """`call_id`, under the name payment APIs give it."""
+        return self.call_id
 
     @property
     def cancelled(self) -> bool:
@@ -77,6 +87,12 @@ class Tool:
         return self.spec.name
 
     @property
+    def effects(self) -> str:
+        """What running a call twice does: the spec's `effects`, else what the handler
+        declares (the built-ins, HTTP GET and agents are idempotent), else unknown."""
+        return self.spec.effects or getattr(self.fn, "effects", None) or UNKNOWN
+
+    @property
     def stops_on_cancel(self) -> bool:
         """Its function stops by itself when the run is cancelled (our handlers do): it can
         run in the loop's thread. Any other waits in a helper thread (see cancel.py)."""
@@ -86,7 +102,13 @@ class Tool:
         kwargs = dict(args)
         if self.ctx_param:
             kwargs[self.ctx_param] = ctx
-        return self.fn(**kwargs)
+        # in the call's own context (its thread's copy): a handler with no RunContext (a
+        # command, an HTTP request, an MCP call) reads the key there
+        token = set_current(ctx.call_id)
+        try:
+            return self.fn(**kwargs)
+        finally:
+            reset_current(token)
 
     def __call__(self, *args, **kwargs):
         """A decorated function stays callable as plain Python."""
@@ -95,7 +117,7 @@ class Tool:
 
 def tool(fn: Callable | None = None, *, name: str | None = None,
          description: str | None = None, confirm: bool = False, repeatable: bool = False,
-         max_calls: int | None = None) -> Any:
+         max_calls: int | None = None, effects: Effects | None = None) -> Any:
     """Turn a typed function into a Tool; the schema comes from pydantic, the text from the docstring.
 
         @tool
@@ -109,11 +131,13 @@ def tool(fn: Callable | None = None, *, name: str | None = None,
 
     `confirm=True` makes every call wait for a person's approval; `repeatable=True` marks a
     tool that is called again on purpose (polling), which stall detection then leaves alone;
-    `max_calls=N` allows N calls a run, and refuses the next with an observation saying so.
+    `max_calls=N` allows N calls a run, and refuses the next with an observation saying so;
+    `effects` says what running a call twice does ("idempotent", "once" or the default
+    "unknown"), which decides a call cut short by a crash or a takeover (calls.py).
     """
     def wrap(f: Callable) -> Tool:
         return _make_tool(f, name=name, description=description, confirm=confirm,
-                          repeatable=repeatable, max_calls=max_calls)
+                          repeatable=repeatable, max_calls=max_calls, effects=effects)
 
     return wrap(fn) if fn is not None else wrap
 
@@ -131,7 +155,8 @@ def context_param(fn: Callable) -> str | None:
 
 
 def _make_tool(f: Callable, name: str | None, description: str | None, confirm: bool,
-               repeatable: bool = False, max_calls: int | None = None) -> Tool:
+               repeatable: bool = False, max_calls: int | None = None,
+               effects: Effects | None = None) -> Tool:
     from pydantic import Field, create_model
 
     hints = get_type_hints(f, include_extras=True)
@@ -152,7 +177,8 @@ def _make_tool(f: Callable, name: str | None, description: str | None, confirm: 
     spec = ToolSpec.from_dict(
         {"name": name or f.__name__, "description": description or doc_summary,
          "parameters": schema, "confirm": confirm, "repeatable": repeatable,
-         **({} if max_calls is None else {"max_calls": max_calls})},
+         **({} if max_calls is None else {"max_calls": max_calls}),
+         **({} if effects is None else {"effects": effects})},
         origin=f"{f.__module__}.{f.__qualname__}",
     )
     call = _converted(f, hints) if fields else f

@@ -2,8 +2,9 @@
 
     python demo_server.py [--http PORT] [--hang-at-start] [--pid-file FILE]
 
-Tools: add, echo, forecast (structured output), picture (an image), getenv, fail (reports
-an error), crash (the process dies mid-call) and sleep (never answers in time).
+Tools: add, echo, forecast (structured output), picture (an image), getenv, meta (the
+request's `_meta`), fail (reports an error), crash (the process dies mid-call) and sleep
+(never answers in time).
 """
 
 import argparse
@@ -12,7 +13,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import BaseModel
@@ -85,6 +86,12 @@ def crash() -> str:
 def getenv(name: str) -> str:
     """One variable of the server's environment, or "" when it is not set."""
     return os.environ.get(name, "")
+
+
+@server.tool()
+def meta(ctx: Context) -> dict:
+    """The `_meta` this request carried, as the server received it."""
+    return dict(ctx.request_context.meta or {})
 
 
 @server.tool()

@@ -1,0 +1,92 @@
+"""The piece of a step around its tool: calling the tool with its key, in the run's
+context, where a failure becomes what the model reads next instead of our crash; and the
+call log (calls.py), through the store.
+
+Before a tool runs, the store records the call with the run's checkpoint; when it returns,
+its result. A step whose call was recorded before (the run was resumed, or taken over by
+another node) is never asked of the model again: `recover` decides its recorded call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import events as ev
+from .calls import AGAIN, FAIL, HAPPENED, ONCE, Call, call_key
+from .errors import ToolError, UserError
+from .hooks import ToolCall
+from .notes import note
+from .state import Pending, RunState, StepRecord
+from .tools.core import CODE_TOOL
+from .tools.tool import RunContext
+from .tools.toolset import Toolset
+
+
+class Calling:
+    def __init__(self, toolset: Toolset, ctx: RunContext):
+        self.toolset, self.ctx = toolset, ctx
+        self.store = ctx.store
+        """Where the call log is kept; None for a run that is not stored (no log)."""
+        self.fresh = 0
+        """The step this process just took from the model: no call of it can be recorded."""
+
+    def recorded(self, state: RunState, record: StepRecord) -> Call | None:
+        """The call log's record of the step's call, when it may have started before."""
+        if self.store is None or record.index == self.fresh:
+            return None
+        return self.store.call(call_key(state.run_id, record.index))
+
+    def invoke(self, state: RunState, record: StepRecord, call: ToolCall) -> tuple[Any, bool]:
+        """The tool's result (or a Pending) and whether it failed."""
+        tool = self.toolset.get(call.tool)
+        if tool is None:
+            return {"error": f"unknown tool {call.tool!r}"}, True
+        ctx = self.ctx
+        ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index)
+        if self.store is not None:
+            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, 0, call.tool,
+                                         call.args, tool.effects, time.time()), state)
+        if call.tool == CODE_TOOL:
+            state.code_used = True
+        try:
+            wait = ctx.cancel.call_here if tool.stops_on_cancel else ctx.cancel.call
+            out, failed = wait(tool.invoke, call.args, ctx), False
+        except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
+            raise
+        except ToolError as exc:
+            out, failed = {"error": str(exc)}, True
+        except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
+            out, failed = {"error": f"{type(exc).__name__}: {exc}"}, True
+        if isinstance(out, Pending):  # a person will answer for it (`ended`)
+            return out, False
+        out = ev.jsonable(out)
+        self.ended(state, record, out, failed)
+        return out, failed
+
+    def ended(self, state: RunState, record: StepRecord, out: Any, failed: bool) -> None:
+        """The call's result, in the log for good (a person's answer to its question too)."""
+        if self.store is not None:
+            self.store.call_ended(call_key(state.run_id, record.index), out, failed)
+
+    def recover(self, state: RunState, record: StepRecord, recorded: Call,
+                answer: str | None = None, reason: str | None = None) -> tuple[Any, bool, str]:
+        """What the step's recorded call gives now, whatever the model would say: its result
+        if it ended; else, by its effects, a Pending for a person (`once`), or the call run
+        again with the same key. `answer` is a person's about a `once` call. Returns the
+        result (or a Pending), whether it failed, and the action (`CallRecovered.action`)."""
+        record.tool, record.args = recorded.tool, recorded.args  # the key stays with them
+        if recorded.ended:
+            return recorded.result, recorded.error, "result_used"
+        if recorded.effects == ONCE and answer not in (HAPPENED, AGAIN, FAIL):
+            return Pending(kind="once", tool=recorded.tool, args=recorded.args,
+                           key=recorded.key), False, "asked"
+        why = f" ({reason})" if reason else ""
+        if answer == HAPPENED:
+            out, failed = {"note": note("once_happened", reason=why)}, False
+        elif answer == FAIL:
+            out, failed = {"error": note("once_failed", reason=why)}, True
+        else:
+            out, failed = self.invoke(state, record, ToolCall(recorded.tool, recorded.args))
+            return out, failed, answer or "ran_again"
+        self.ended(state, record, out, failed)
+        return out, failed, answer

@@ -128,3 +128,18 @@ def test_a_resume_on_another_node_sharing_postgresql(tmp_path, pg_url):
     finally:
         for node in nodes:
             node.kill()
+
+
+def test_a_call_whose_name_came_live_and_its_arguments_did_not_gets_them_whole():
+    """A reader that joins between the tool's name and its arguments (CI saw it on a loaded
+    machine) still gets TOOL_CALL_ARGS, from the stored step."""
+    from jsonagent.events import ToolNameKnown
+    from jsonagent.server.agui_events import Translator
+
+    t = Translator("run_1", "TaskCompleteTool")
+    live = t.delta(ToolNameKnown(run_id="run_1", step=1, name="GetTimeTools"))
+    stored = t.event({"type": "step", "run_id": "run_1", "step": 1, "thought": "",
+                      "tool": "GetTimeTools", "args": {"timezone": "UTC"}})
+    kinds = [e.type.value if hasattr(e.type, "value") else e.type for e in live + stored]
+    assert kinds[-3:] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"], kinds
+    assert json.loads(stored[-2].delta) == {"timezone": "UTC"}

@@ -332,7 +332,8 @@ def test_restart_after_kill_9_loses_nothing(serve):
 
 
 def test_sigterm_exits_0_and_leaves_queued_runs_for_the_next_start(serve):
-    server = serve([step("wait", {"seconds": 1}, "slow"), DONE], "--workers", "1")
+    # 3 s: long enough to be seen in flight on a loaded machine (1 s was not, in CI)
+    server = serve([step("wait", {"seconds": 3}, "slow"), DONE], "--workers", "1")
     runs = [server.create(input=f"run {n}") for n in range(3)]
     server.wait(runs[0]["id"], "in_progress")
     assert server.kill(signal.SIGTERM) == 0

@@ -49,6 +49,8 @@ class Lane:
     step: int | None = None
     reasoning: str | None = None
     call: str | None = None
+    args_shown: bool = False
+    """Some of the open call's arguments went out live: else they go out whole at its end."""
     final: int | None = None
     """The step whose tool is the task-complete one: no call is shown for it."""
     stored: int = 0
@@ -85,6 +87,7 @@ class Translator:
             elif lane.call is None:
                 out += self._start_call(lane, d.run_id, d.step, d.name)
         elif isinstance(d, ArgsDelta) and lane.call is not None and d.text:
+            lane.args_shown = True
             out.append(ToolCallArgsEvent(tool_call_id=lane.call, delta=d.text, **self._mark(lane)))
         return out
 
@@ -154,6 +157,7 @@ class Translator:
             return out
         if lane.call != call_id(run_id, index):  # not streamed: the call comes whole
             out += self._start_call(lane, run_id, index, e["tool"])
+        if not lane.args_shown:  # its name came live, its arguments did not (a late reader)
             out.append(ToolCallArgsEvent(tool_call_id=lane.call, delta=text_of(e["args"]),
                                          **self._mark(lane)))
         out.append(ToolCallEndEvent(tool_call_id=lane.call, **self._mark(lane)))
@@ -239,6 +243,6 @@ class Translator:
                 ReasoningEndEvent(message_id=mid, **self._mark(lane))]
 
     def _start_call(self, lane: Lane, run_id: str, index: int, name: str) -> list[BaseEvent]:
-        lane.call, lane.tool = call_id(run_id, index), name
+        lane.call, lane.tool, lane.args_shown = call_id(run_id, index), name, False
         return [ToolCallStartEvent(tool_call_id=lane.call, tool_call_name=name,
                                    **self._mark(lane))]

@@ -8,8 +8,8 @@ run it applies the task's own checker to the answer that was nudged:
 - a catch: it was wrong; a catch turned into a success when the run then passed.
 
 Seconds it cost: the run's seconds times its share of steps from the nudge on (the trace
-keeps no times per step). A task whose checker reads the clock cannot be judged afterwards
-(the run's clock readings are not kept), so its nudges count as undecided.
+keeps no times per step). A task whose checker's verdict depends on the clock cannot be judged
+afterwards (the run's clock readings are not kept), so its nudges count as undecided.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from tasks.embedding import answer_text  # noqa: E402
 
 BY_ID = {t.id: t for t in TASKS}
 NUDGE = "which no tool result or answer shows"
-NO_CLOCK = Clock(datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(1970, 1, 1, tzinfo=timezone.utc))
+CLOCKS = [Clock(t, t) for t in (datetime(1970, 1, 1, tzinfo=timezone.utc),
+                                 datetime.now(timezone.utc))]
 
 
 def nudges(trace: list[dict]) -> list[int]:
@@ -38,12 +39,12 @@ def nudges(trace: list[dict]) -> list[int]:
 
 
 def judge(task, answer) -> bool | None:
-    """Whether the nudged answer was right; None when the checker needs the run's clock."""
-    text = answer_text(answer.get("output", answer) if isinstance(answer, dict)
-                       and set(answer) == {"output"} else answer)
-    if task.kind == "time":
-        return None
-    return bool(task.check(text, NO_CLOCK))
+    """Whether the nudged answer was right; None when the checker's verdict depends on the
+    clock (the run's readings are not kept): it is asked at two far-apart clocks."""
+    text = answer_text(answer["output"] if isinstance(answer, dict) and set(answer) == {"output"}
+                       else answer)
+    verdicts = {bool(task.check(text, clock)) for clock in CLOCKS}
+    return verdicts.pop() if len(verdicts) == 1 else None
 
 
 def main(paths: list[str]) -> None:

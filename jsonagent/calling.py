@@ -30,24 +30,27 @@ class Calling:
         self.fresh = 0
         """The step this process just took from the model: no call of it can be recorded."""
 
-    def recorded(self, state: RunState, record: StepRecord) -> Call | None:
-        """The call log's record of the step's call, when it may have started before."""
+    def recorded(self, state: RunState, record: StepRecord, i: int) -> Call | None:
+        """The call log's record of the step's call `i`, when it may have started before."""
         if self.store is None or record.index == self.fresh:
             return None
-        return self.store.call(call_key(state.run_id, record.index))
+        return self.store.call(call_key(state.run_id, record.index, i))
 
-    def invoke(self, state: RunState, record: StepRecord, call: ToolCall) -> tuple[Any, bool]:
-        """The tool's result (or a Pending) and whether it failed."""
+    def invoke(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
+               handed: Any = None) -> tuple[Any, bool]:
+        """The tool's result (or a Pending) and whether it failed. `handed`: what a sub-run
+        of this call waits for and the person's input (`RunContext.handed_down`)."""
         tool = self.toolset.get(call.tool)
         if tool is None:
             return {"error": f"unknown tool {call.tool!r}"}, True
         ctx = self.ctx
-        ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index)
+        ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index, i)
         if self.store is not None:
-            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, 0, call.tool,
+            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, i, call.tool,
                                          call.args, tool.effects, time.time()), state)
         if call.tool == CODE_TOOL:
             state.code_used = True
+        ctx.handed_down = handed
         try:
             wait = ctx.cancel.call_here if tool.stops_on_cancel else ctx.cancel.call
             out, failed = wait(tool.invoke, call.args, ctx), False
@@ -57,24 +60,28 @@ class Calling:
             out, failed = {"error": str(exc)}, True
         except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
             out, failed = {"error": f"{type(exc).__name__}: {exc}"}, True
+        finally:
+            ctx.handed_down = None
         if isinstance(out, Pending):  # a person will answer for it (`ended`)
             return out, False
         out = ev.jsonable(out)
-        self.ended(state, record, out, failed)
+        self.ended(state, record, i, out, failed)
         return out, failed
 
-    def ended(self, state: RunState, record: StepRecord, out: Any, failed: bool) -> None:
+    def ended(self, state: RunState, record: StepRecord, i: int, out: Any, failed: bool) -> None:
         """The call's result, in the log for good (a person's answer to its question too)."""
         if self.store is not None:
-            self.store.call_ended(call_key(state.run_id, record.index), out, failed)
+            self.store.call_ended(call_key(state.run_id, record.index, i), out, failed)
 
-    def recover(self, state: RunState, record: StepRecord, recorded: Call,
+    def recover(self, state: RunState, record: StepRecord, i: int, recorded: Call,
                 answer: str | None = None, reason: str | None = None) -> tuple[Any, bool, str]:
-        """What the step's recorded call gives now, whatever the model would say: its result
-        if it ended; else, by its effects, a Pending for a person (`once`), or the call run
-        again with the same key. `answer` is a person's about a `once` call. Returns the
-        result (or a Pending), whether it failed, and the action (`CallRecovered.action`)."""
-        record.tool, record.args = recorded.tool, recorded.args  # the key stays with them
+        """What the step's recorded call `i` gives now, whatever the model would say: its
+        result if it ended; else, by its effects, a Pending for a person (`once`), or the
+        call run again with the same key. `answer` is a person's about a `once` call.
+        Returns the result (or a Pending), whether it failed, and the action
+        (`CallRecovered.action`)."""
+        call = record.calls[i]
+        call.tool, call.args = recorded.tool, recorded.args  # the key stays with them
         if recorded.ended:
             return recorded.result, recorded.error, "result_used"
         if recorded.effects == ONCE and answer not in (HAPPENED, AGAIN, FAIL):
@@ -86,7 +93,7 @@ class Calling:
         elif answer == FAIL:
             out, failed = {"error": note("once_failed", reason=why)}, True
         else:
-            out, failed = self.invoke(state, record, ToolCall(recorded.tool, recorded.args))
+            out, failed = self.invoke(state, record, i, ToolCall(recorded.tool, recorded.args))
             return out, failed, answer or "ran_again"
-        self.ended(state, record, out, failed)
+        self.ended(state, record, i, out, failed)
         return out, failed, answer

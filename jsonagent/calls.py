@@ -45,6 +45,11 @@ def call_key(run_id: str, step: int, index: int = 0) -> str:
     return f"{run_id}.{step}.{index}"
 
 
+def call_index(key: str) -> int:
+    """The index in its step of the call whose key this is."""
+    return int(key.rsplit(".", 1)[1])
+
+
 def sub_run_id(key: str) -> str:
     """The run id of the sub-run a call starts (an agent used as a tool): derived from the
     call's key, so a step done again finds the sub-run it started instead of a second one."""

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from . import dialects
 from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
 from .repair import NOT_JSON, THINK, fix_keys, load_object
-from .reply import ENVELOPE_KEYS, Parsed, ReplyProblem, Step
+from .reply import ENVELOPE_KEYS, Parsed, ReplyProblem, Step, StepCall
 from .tools.schema import got, json_pointer, short_json
 from .tools.toolset import Toolset
 
@@ -62,7 +62,9 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
         return ReplyProblem("args", f"bad arguments for {found.name}: {shown}{more}", repairs)
     as_written = reading is None and not repairs and strict == {
         "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
-    return Parsed(step, repairs, note, raw=text if as_written else None)
+    return Parsed(step.thought, [StepCall.model_construct(tool_name=step.tool_name,
+                                                          args_list=step.args_list)],
+                  repairs, note, raw=text if as_written else None)
 
 
 def _read_dialect(text: str) -> dialects.Reading | None:

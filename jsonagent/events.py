@@ -192,6 +192,8 @@ class Approval(Event):
     tool: str
     approved: bool
     reason: str | None = None
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted
@@ -204,6 +206,8 @@ class ToolResult(Event):
     duration_s: float
     note: str | None = None
     """What the loop added for the model beside the observation."""
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted
@@ -220,6 +224,8 @@ class CallRecovered(Event):
     """`result_used` (it had ended: never run again), `ran_again` (with the same key),
     `asked` (a `once` call: a person says what happened), or the person's answer:
     `happened`, `again`, `fail`."""
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted

@@ -31,9 +31,20 @@ class Step(BaseModel):
                         "args_list": self.args_list})
 
 
+class StepCall(BaseModel):
+    """One call of a step: which tool, with what."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    tool_name: str
+    args_list: dict[str, Any]
+
+
 @dataclass
 class Parsed:
-    step: Step
+    thought: str
+    calls: list[StepCall]
+    """The step's calls, in the order written: one, unless the run takes several a step."""
     repairs: list[str] = field(default_factory=list)
     note: str | None = None
     """What the model must hear about its reply along with the observation (ignored actions)."""
@@ -41,6 +52,25 @@ class Parsed:
     """The reply's own text when it is exactly this step as JSON (nothing repaired): the
     history keeps it byte for byte, so the prompt an endpoint already holds (the tokens it
     generated) is still the prefix of the next request. None: the step's canonical JSON."""
+
+    @property
+    def step(self) -> Step:
+        """The first call as a one-call step (the only call, unless the run takes several)."""
+        first = self.calls[0]
+        return Step.model_construct(thought=self.thought, tool_name=first.tool_name,
+                                    args_list=first.args_list)
+
+    def to_json(self, several: bool = False) -> str:
+        """The step as the history keeps it: the reply as written when it is the step
+        exactly, else in the envelope the run asks for (`several`: a list of calls)."""
+        if self.raw is not None:
+            return self.raw
+        if not several:
+            first = self.calls[0]
+            return to_json({"thought": self.thought, "tool_name": first.tool_name,
+                            "args_list": first.args_list})
+        return to_json({"thought": self.thought, "calls": [
+            {"tool_name": c.tool_name, "args_list": c.args_list} for c in self.calls]})
 
 
 @dataclass

@@ -285,13 +285,15 @@ class Session:
 
 def _closed(last: RunState) -> list[Message]:
     """The history after `last`: a run that stopped while a tool ran (a crash, a failure)
-    ends on a call without a result; close it, so the model never sees one."""
+    ends on a step without its results; close it, so the model never sees one."""
     history = last.messages[1:]
     if last.status != COMPLETED and last.pending is None and history \
             and history[-1].role == "assistant":
-        tool = json.loads(history[-1].content).get("tool_name", "")
-        body = {"tool_name": tool, "response": {"error": note("tool_interrupted")}}
-        history = [*history, Message(role="observation", content=json.dumps(body))]
+        step = json.loads(history[-1].content)
+        for call in step.get("calls") or [step]:
+            body = {"tool_name": call.get("tool_name", ""),
+                    "response": {"error": note("tool_interrupted")}}
+            history = [*history, Message(role="observation", content=json.dumps(body))]
     return history
 
 

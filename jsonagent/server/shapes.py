@@ -54,9 +54,7 @@ def run_view(info: Any) -> dict[str, Any]:
         "id": info.id, "session": info.session or info.session_id, "session_id": info.session_id,
         "status": status, "input": info.question,
         "created_at": info.created_at, "updated_at": info.updated_at,
-        "steps": [{"index": s.index, "thought": s.thought, "tool": s.tool, "args": s.args,
-                   "observation": s.observation, "error": s.error,
-                   "seconds": round(s.model_s + s.tool_s, 4)} for s in state.steps],
+        "steps": [_step(s) for s in state.steps],
         "answer": state.answer, "error": state.error, "error_kind": state.error_kind,
         "usage": state.usage.model_dump(),
         "result_status": state.status if state.status in RESULTS else None,
@@ -64,6 +62,16 @@ def run_view(info: Any) -> dict[str, Any]:
         if status == server_status(NEEDS_HUMAN) and state.pending else None,
         "parent_run_id": info.parent_run_id, "depth": info.depth,
     }
+
+
+def _step(s: Any) -> dict[str, Any]:
+    """A step of one call with its fields; a step of several with the list of them."""
+    calls = [{"tool": c.tool, "args": c.args, "observation": c.observation, "error": c.error}
+             for c in s.calls]
+    seconds = round(s.model_s + max(c.tool_s for c in s.calls), 4)
+    if len(calls) > 1:
+        return {"index": s.index, "thought": s.thought, "calls": calls, "seconds": seconds}
+    return {"index": s.index, "thought": s.thought, **calls[0], "seconds": seconds}
 
 
 def tree_view(store: Any, info: Any) -> dict[str, Any]:

@@ -1,0 +1,248 @@
+"""A step's tool calls: each one decided (its recorded call, a limit, an approval, a hook),
+run, and observed; then the step's observations go into the history, in the order of its
+calls, with what the loop tells the model beside them.
+
+The loop hands the step in flight to `Acting.act`, which yields the run's events (the loop
+numbers them) and returns what ends or pauses the run, if anything: a `Stop` (the final
+answer, a stall) or the `Pending` a person must answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from . import events as ev
+from . import grounding, stall
+from .calling import Calling
+from .calls import call_key, once_answer
+from .deps import RunDeps
+from .errors import UserError
+from .hooks import ToolCall, Veto
+from .limits import Limits
+from .notes import note
+from .state import Message, Pending, RunState, StepRecord, to_json
+from .status import COMPLETED, STALLED, Reason
+from .tools.tool import RunContext
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The input that lets a paused run go on."""
+
+    answer: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What ends the run once its step is acted on."""
+
+    status: str
+    answer: Any = None
+    error: str | None = None
+    repeated: dict | None = None
+
+
+Waited = dict[int, tuple[Pending, Resume]]
+"""What the calls of a paused step waited for, by the call's index, and the person's input."""
+
+
+class Acting:
+    def __init__(self, deps: RunDeps, ctx: RunContext, limits: Limits, calling: Calling,
+                 approve: Callable[[str, dict], bool | None] | None):
+        self.toolset, self.config, self.hooks = deps.toolset, deps.config, deps.hooks
+        self.output_type = deps.output_type
+        self.ctx, self.limits, self.calling, self.approve = ctx, limits, calling, approve
+        self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
+        self.reply_note: str | None = None
+        """What the model's reply made us ignore: said with the step's observations."""
+
+    def act(self, s: RunState, record: StepRecord, waited: Waited | None = None,
+            note_: str | None = None) -> Iterator[ev.Event]:
+        """Run the step's calls that are not done; return a Stop, a Pending or None."""
+        for call in record.calls:
+            if self.toolset.get(call.tool) is None:  # resumed with tools that no longer have it
+                raise UserError(f"the run's step {record.index} calls {call.tool!r}, which "
+                                f"this agent does not have")
+        if self.toolset.get(record.calls[0].tool).final:  # alone in its step (envelope.py)
+            answer = self._answer(s, record)
+            if answer is not None:
+                return Stop(COMPLETED, answer=answer[0])
+            yield self._result(s, record, 0, notes=False)
+            return None
+        self._note, self._observed, self._stop = note_, set(), None
+        if all(c.done for c in record.calls):  # every result was in: only the history lacks them
+            self._close(s, record)
+        waiting: list[tuple[int, Pending]] = []
+        for i, call in enumerate(record.calls):
+            if not call.done:
+                pending = yield from self._one(s, record, i, (waited or {}).get(i))
+                if pending is not None:
+                    waiting.append((i, pending))
+        if waiting:
+            return self._pending(s, record, waiting)
+        return self._stop
+
+    def cut_short(self, s: RunState, told: str) -> Iterator[ev.Event]:
+        """The calls in flight get `told` as their observation, so the history stays whole."""
+        record = s.steps[-1]
+        for i, call in enumerate(record.calls):
+            if not call.done:
+                call.observation, call.error = {"error": told}, True
+                yield self._result(s, record, i, warn=False, notes=False)
+
+    def _one(self, s: RunState, record: StepRecord, i: int,
+             waited: tuple[Pending, Resume] | None) -> Iterator[ev.Event]:
+        """Decide call `i` and run it; returns the Pending it waits for, or None once done."""
+        call = record.calls[i]
+        pending, given = waited or (None, Resume())
+        if pending is not None and pending.kind == "question" and not pending.path:
+            call.observation = given.answer
+            self.calling.ended(s, record, i, given.answer, False)
+            yield self._result(s, record, i)
+            return None
+        # a sub-run's pause handed down calls its tool again, which re-attaches to it
+        handed = (pending, given) if pending is not None and pending.path else None
+        decision = (bool(given.approved), given.reason) \
+            if pending is not None and pending.kind == "approval" and not handed else None
+        recorded = self.calling.recorded(s, record, i) if handed is None else None
+        if recorded is not None:  # it started before a crash or a takeover
+            return (yield from self._recovered(s, record, i, recorded, given))
+        refused = self.limits.check(s, tool=call.tool, call=i)  # or LimitReached: the run ends
+        if refused is not None:  # past the tool's own limit: the run goes on without it
+            call.observation, call.error = {"error": refused}, True
+            yield self._result(s, record, i)
+            return None
+        if call.tool in self.confirm and decision is None and handed is None:
+            verdict = self.approve(call.tool, call.args) if self.approve else None
+            if verdict is None:
+                return Pending(kind="approval", tool=call.tool, args=call.args)
+            decision = (bool(verdict), None)
+        if decision is not None:
+            yield ev.Approval(step=record.index, tool=call.tool, approved=decision[0],
+                              reason=decision[1], call=i)
+            if not decision[0]:
+                reason = f": {decision[1]}" if decision[1] else ""
+                call.observation, call.error = {"error": note("denied", reason=reason)}, True
+                yield self._result(s, record, i)
+                return None
+        hooked = self.hooks.before_tool(s, ToolCall(call.tool, call.args))
+        t0 = time.perf_counter()
+        if isinstance(hooked, Veto):
+            call.observation, call.error = {"error": hooked.message}, True
+        else:
+            out, call.error = self.calling.invoke(s, record, i, hooked, handed)
+            if isinstance(out, Pending):  # nobody could answer: pause until someone does
+                return out
+            call.observation = ev.jsonable(self.hooks.after_tool(s, hooked, out))
+        call.tool_s = time.perf_counter() - t0
+        self._observed.add(i)
+        yield self._result(s, record, i)
+        return None
+
+    def _recovered(self, s: RunState, record: StepRecord, i: int, recorded: Any,
+                   given: Resume) -> Iterator[ev.Event]:
+        """The call as the log recorded it, never the model's step asked again: its result,
+        or what its effects say (calling.recover), and the events say which."""
+        call = record.calls[i]
+        out, call.error, action = self.calling.recover(s, record, i, recorded,
+                                                       once_answer(given.answer), given.reason)
+        yield ev.CallRecovered(step=record.index, tool=recorded.tool, key=recorded.key,
+                               effects=recorded.effects, action=action, call=i)
+        if isinstance(out, Pending):  # a `once` call: a person says what happened
+            return out
+        call.observation = ev.jsonable(self.hooks.after_tool(s, ToolCall(call.tool, call.args),
+                                                             out))
+        self._observed.add(i)
+        yield self._result(s, record, i)
+        return None
+
+    def _result(self, s: RunState, record: StepRecord, i: int, warn: bool = True,
+                notes: bool = True) -> ev.ToolResult:
+        """Call `i` is done. The one that completes the step brings the step's notes and puts
+        its observations in the history, in the order of the calls."""
+        call = record.calls[i]
+        call.done = True
+        said: list[str | None] = []
+        closes = all(c.done for c in record.calls)
+        if closes and notes:
+            said = [self._note, self.reply_note]
+            self.reply_note = None
+            verdict = self._verdict(s, record)
+            if verdict is not None and verdict.action == "warn":
+                said.append(note(f"stall_{verdict.kind}", count=verdict.count,
+                                 final=self.toolset.final.name))
+            elif verdict is not None:
+                first = next(c for n, c in enumerate(record.calls) if n in self._observed)
+                shown = "; ".join(f"{c.tool} {json.dumps(c.args, ensure_ascii=False)}"
+                                  for n, c in enumerate(record.calls) if n in self._observed)
+                self._stop = Stop(STALLED, error=Reason.stalled(verdict.kind, verdict.count,
+                                                                shown),
+                                  repeated={"tool": first.tool, "args": first.args})
+        if warn:  # near a usage limit
+            said.append(self.limits.left(s, call.tool))
+        call.note = " ".join(filter(None, said)) or None
+        if closes:
+            self._close(s, record)
+        return ev.ToolResult(step=record.index, tool=call.tool, observation=call.observation,
+                             error=call.error, duration_s=round(call.tool_s, 4), note=call.note,
+                             call=i)
+
+    @staticmethod
+    def _close(s: RunState, record: StepRecord) -> None:
+        """The step's observations into the history, in the order of its calls."""
+        for c in record.calls:
+            body = {"tool_name": c.tool, "response": c.observation}
+            if c.note:
+                body["note"] = c.note
+            s.messages.append(Message(role="observation", content=to_json(body)))
+
+    def _verdict(self, s: RunState, record: StepRecord) -> stall.Verdict | None:
+        """Stall detection on the step's set of calls, unless every call it ran is one
+        that is made again on purpose (a `repeatable` tool)."""
+        if not any(not self._repeatable(record.calls[n].tool) for n in self._observed):
+            return None
+        return stall.check(s.steps, self.config.stall_after)
+
+    def _repeatable(self, name: str) -> bool:
+        tool = self.toolset.get(name)
+        return tool is not None and tool.spec.repeatable
+
+    def _pending(self, s: RunState, record: StepRecord,
+                 waiting: list[tuple[int, Pending]]) -> Pending:
+        """What the step waits for: one item, as always; in a step of several calls, each
+        item says which call it is for (its `id`, the call's key)."""
+        if len(record.calls) == 1:
+            return waiting[0][1]
+        items = [p.model_copy(update={"id": call_key(s.run_id, record.index, i)})
+                 for i, p in waiting]
+        return items[0] if len(items) == 1 else items[0].model_copy(update={"items": items})
+
+    def _answer(self, s: RunState, record: StepRecord) -> tuple[Any] | None:
+        """The final answer, or None after telling the model why it does not validate, or
+        which of its numbers nothing in the run shows (once; see grounding.py)."""
+        call = record.calls[0]
+        if self.output_type is None:
+            args = call.args
+            answer = (args["output"] if set(args) == {"output"} else args,)
+        else:
+            from pydantic import TypeAdapter, ValidationError
+
+            try:
+                answer = (TypeAdapter(self.output_type).validate_python(call.args),)
+            except ValidationError as exc:
+                problem = "; ".join(f"/{'/'.join(map(str, e['loc']))}: {e['msg']}"
+                                    for e in exc.errors())
+                call.observation, call.error = {"error": note("answer_rejected",
+                                                              problem=problem)}, True
+                return None
+        if self.config.check_answers:
+            call.observation = grounding.nudge(s, record, call.tool, self.toolset.names)
+            if call.observation is not None:
+                call.error, s.stats.answer_nudges = True, s.stats.answer_nudges + 1
+                return None
+        return answer

@@ -93,7 +93,7 @@ class Agent:
             toolset.close()
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
-        style = prompt_style(config.prompt_style)
+        style = prompt_style(config.prompt_style, config.parallel_calls)
         self.deps = RunDeps(
             model=model, caps=caps, toolset=toolset, config=config, style=style,
             system_prompt=style.system(toolset), hooks=Hooks([*caps.hooks, *(hooks or [])]),

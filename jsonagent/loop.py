@@ -103,7 +103,8 @@ class Loop:
                                       repairs=parsed.repairs, model_s=time.perf_counter() - t0,
                                       model=self._answered))
             # the reply as written when it is the step exactly: an endpoint's cache holds it
-            s.messages.append(Message(role="assistant", content=parsed.to_json()))
+            s.messages.append(Message(role="assistant",
+                                      content=parsed.to_json(self.config.parallel_calls > 1)))
             self.calling.fresh = index  # taken just now: no call of it can be in the log
             self.acting.reply_note = parsed.note  # what the model's reply made us ignore
             yield self._event(ev.StepTaken(step=index, thought=parsed.thought,
@@ -122,7 +123,8 @@ class Loop:
                 parsed = ReplyProblem("envelope", note("thought_too_long",
                                                        cap=self.config.thought_max_chars))
             else:
-                parsed = parse_reply(reply.text, self.toolset, cut=reply.cut)
+                parsed = parse_reply(reply.text, self.toolset, cut=reply.cut,
+                                     most=self.config.parallel_calls)
             if parsed.repairs:
                 self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):

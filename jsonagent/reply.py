@@ -3,11 +3,15 @@ or a `ReplyProblem` the model reads on the re-ask. `envelope.parse_reply` makes 
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
+from string import Template
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .notes import template
 from .state import to_json
 
 if TYPE_CHECKING:
@@ -29,6 +33,15 @@ class Step(BaseModel):
         # the fields by hand: model_dump would deep-copy the arguments first
         return to_json({"thought": self.thought, "tool_name": self.tool_name,
                         "args_list": self.args_list})
+
+
+class ParallelStep(BaseModel):
+    """The envelope of a run that takes several calls a step; each call is a `StepCall`."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    thought: str
+    calls: list[dict[str, Any]]
 
 
 class StepCall(BaseModel):
@@ -78,11 +91,24 @@ class ReplyProblem:
     """Why a reply was refused; `message` is what the model reads next."""
 
     stage: str
-    """json | envelope | tool | args"""
+    """json | envelope | tool | args | calls"""
     message: str
     repairs: list[str] = field(default_factory=list)
 
-    def for_model(self, toolset: Toolset) -> str:
-        return (f"Your last reply was rejected: {self.message}\n"
-                'Reply with exactly one JSON object: {"thought": "...", "tool_name": "<one of '
-                + ", ".join(toolset.names) + '>", "args_list": {...}}')
+    def for_model(self, toolset: Toolset, most: int = 1) -> str:
+        """The re-ask: the problem, and the envelope to write (`most`: calls a step may
+        make, when several)."""
+        reask = Template(envelope_text("several" if most > 1 else "one")["reask"])
+        return f"Your last reply was rejected: {self.message}\n" + reask.substitute(
+            tools=", ".join(toolset.names), most=most, final=toolset.final.name)
+
+
+@functools.cache
+def _envelopes() -> dict[str, dict[str, str]]:
+    return json.loads(template("envelopes.json"))
+
+
+def envelope_text(kind: str) -> dict[str, str]:
+    """What the model reads of the envelope (prompts/envelopes.json): `one` call a reply, or
+    `several`: its shape (`reply`), the rule (`rule`), and the re-ask's reminder (`reask`)."""
+    return _envelopes()[kind]

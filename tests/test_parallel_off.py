@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from jsonagent import Agent, AgentConfig, tool
 from jsonagent.models.openai import OpenAIModel
 from openai_stub import OpenAIStub
@@ -59,3 +61,20 @@ def test_the_requests_are_those_of_the_commit_before_parallel_calls():
     for name, bodies in got.items():
         assert json.dumps(bodies, ensure_ascii=False) == \
             json.dumps(expected[name], ensure_ascii=False), name
+
+
+@pytest.mark.parametrize("n", [0, -1])
+def test_parallel_calls_below_one_is_refused_with_a_clear_error(n):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="parallel_calls"):
+        AgentConfig(parallel_calls=n)
+
+
+@pytest.mark.parametrize("n", [0, -1, True, "2"])
+def test_parallel_calls_other_than_a_count_of_one_or_more_is_refused_clearly(n):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="parallel_calls is the most tool calls one "
+                                              f"step may make.*got {n!r}"):
+        AgentConfig(parallel_calls=n)

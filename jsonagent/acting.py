@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 from . import events as ev
 from . import grounding, stall
 from .calling import Calling
-from .calls import call_key, once_answer
+from .calls import RUN_AGAIN, call_key, once_answer
 from .deps import RunDeps
 from .errors import UserError
 from .hooks import ToolCall, Veto
@@ -74,17 +74,33 @@ class Acting:
                 return Stop(COMPLETED, answer=answer[0])
             yield self._result(s, record, 0, notes=False)
             return None
-        self._note, self._observed, self._stop = note_, set(), None
+        self._note, self._observed, self._stop, self._following = note_, set(), None, {}
         if all(c.done for c in record.calls):  # every result was in: only the history lacks them
             self._close(s, record)
+        several = len(record.calls) > 1
         waiting: list[tuple[int, Pending]] = []
+        runs: list[tuple[int, ToolCall, Any]] = []
+        first: dict[str, int] = {}
         for i, call in enumerate(record.calls):
-            if not call.done:
-                pending = yield from self._one(s, record, i, (waited or {}).get(i))
-                if pending is not None:
-                    waiting.append((i, pending))
+            same = first.setdefault(json.dumps([call.tool, call.args], sort_keys=True), i) \
+                if several else i
+            if call.done:
+                continue
+            if same != i:  # the same call as an earlier one of the step: it runs once
+                if record.calls[same].done:
+                    yield from self._copied(s, record, same, i)
+                else:
+                    self._following.setdefault(same, []).append(i)
+                continue
+            got = yield from self._one(s, record, i, (waited or {}).get(i), several)
+            if isinstance(got, Pending):
+                waiting.append((i, got))
+            elif got is not None:
+                runs.append(got)
+        if runs:
+            waiting += yield from self._side_by_side(s, record, runs)
         if waiting:
-            return self._pending(s, record, waiting)
+            return self._pending(s, record, sorted(waiting, key=lambda w: w[0]))
         return self._stop
 
     def cut_short(self, s: RunState, told: str) -> Iterator[ev.Event]:
@@ -96,14 +112,15 @@ class Acting:
                 yield self._result(s, record, i, warn=False, notes=False)
 
     def _one(self, s: RunState, record: StepRecord, i: int,
-             waited: tuple[Pending, Resume] | None) -> Iterator[ev.Event]:
-        """Decide call `i` and run it; returns the Pending it waits for, or None once done."""
+             waited: tuple[Pending, Resume] | None, several: bool) -> Iterator[ev.Event]:
+        """Decide call `i` and run it; returns the Pending it waits for, None once done, or
+        in a step of `several` calls, what runs beside the others: `(i, call, handed)`."""
         call = record.calls[i]
         pending, given = waited or (None, Resume())
         if pending is not None and pending.kind == "question" and not pending.path:
             call.observation = given.answer
             self.calling.ended(s, record, i, given.answer, False)
-            yield self._result(s, record, i)
+            yield from self._done(s, record, i)
             return None
         # a sub-run's pause handed down calls its tool again, which re-attaches to it
         handed = (pending, given) if pending is not None and pending.path else None
@@ -111,11 +128,11 @@ class Acting:
             if pending is not None and pending.kind == "approval" and not handed else None
         recorded = self.calling.recorded(s, record, i) if handed is None else None
         if recorded is not None:  # it started before a crash or a takeover
-            return (yield from self._recovered(s, record, i, recorded, given))
+            return (yield from self._recovered(s, record, i, recorded, given, several))
         refused = self.limits.check(s, tool=call.tool, call=i)  # or LimitReached: the run ends
         if refused is not None:  # past the tool's own limit: the run goes on without it
             call.observation, call.error = {"error": refused}, True
-            yield self._result(s, record, i)
+            yield from self._done(s, record, i)
             return None
         if call.tool in self.confirm and decision is None and handed is None:
             verdict = self.approve(call.tool, call.args) if self.approve else None
@@ -128,12 +145,14 @@ class Acting:
             if not decision[0]:
                 reason = f": {decision[1]}" if decision[1] else ""
                 call.observation, call.error = {"error": note("denied", reason=reason)}, True
-                yield self._result(s, record, i)
+                yield from self._done(s, record, i)
                 return None
         hooked = self.hooks.before_tool(s, ToolCall(call.tool, call.args))
         t0 = time.perf_counter()
         if isinstance(hooked, Veto):
             call.observation, call.error = {"error": hooked.message}, True
+        elif several:
+            return i, hooked, handed
         else:
             out, call.error = self.calling.invoke(s, record, i, hooked, handed)
             if isinstance(out, Pending):  # nobody could answer: pause until someone does
@@ -141,36 +160,78 @@ class Acting:
             call.observation = ev.jsonable(self.hooks.after_tool(s, hooked, out))
         call.tool_s = time.perf_counter() - t0
         self._observed.add(i)
-        yield self._result(s, record, i)
+        yield from self._done(s, record, i)
         return None
 
     def _recovered(self, s: RunState, record: StepRecord, i: int, recorded: Any,
-                   given: Resume) -> Iterator[ev.Event]:
+                   given: Resume, several: bool) -> Iterator[ev.Event]:
         """The call as the log recorded it, never the model's step asked again: its result,
-        or what its effects say (calling.recover), and the events say which."""
+        or what its effects say (calling.recover), and the events say which. A call run
+        again runs beside the step's others, as in `_one`."""
         call = record.calls[i]
         out, call.error, action = self.calling.recover(s, record, i, recorded,
                                                        once_answer(given.answer), given.reason)
         yield ev.CallRecovered(step=record.index, tool=recorded.tool, key=recorded.key,
                                effects=recorded.effects, action=action, call=i)
+        again = ToolCall(recorded.tool, recorded.args)
+        if action in RUN_AGAIN and several:
+            return i, again, None
+        t0 = time.perf_counter()
+        if action in RUN_AGAIN:
+            out, call.error = self.calling.invoke(s, record, i, again)
+            call.tool_s = time.perf_counter() - t0
         if isinstance(out, Pending):  # a `once` call: a person says what happened
             return out
-        call.observation = ev.jsonable(self.hooks.after_tool(s, ToolCall(call.tool, call.args),
-                                                             out))
+        call.observation = ev.jsonable(self.hooks.after_tool(s, again, out))
         self._observed.add(i)
-        yield self._result(s, record, i)
+        yield from self._done(s, record, i)
         return None
 
+    def _side_by_side(self, s: RunState, record: StepRecord,
+                      runs: list[tuple[int, ToolCall, Any]]) -> Iterator[ev.Event]:
+        """The step's calls that run, all at once; each result is recorded as it comes
+        (calling.py) and said in a ToolResult of its own. Returns what they wait for: the
+        questions nobody could answer now, asked once the other calls have finished."""
+        for i, _, _ in runs:
+            call = record.calls[i]
+            yield ev.ToolCall(step=record.index, call=i, tool=call.tool, args=call.args,
+                              key=call_key(s.run_id, record.index, i))
+        hooked = {i: h for i, h, _ in runs}
+        waiting: list[tuple[int, Pending]] = []
+        for i, out, failed, seconds in self.calling.each(s, record, runs):
+            call = record.calls[i]
+            call.tool_s = seconds
+            if isinstance(out, Pending):
+                waiting.append((i, out))
+                continue
+            call.error = failed
+            call.observation = ev.jsonable(self.hooks.after_tool(s, hooked[i], out))
+            self._observed.add(i)
+            yield from self._done(s, record, i)
+        return waiting
+
+    def _done(self, s: RunState, record: StepRecord, i: int) -> Iterator[ev.ToolResult]:
+        """Call `i`'s result, then that of each later call of the step that was the same."""
+        yield self._result(s, record, i)
+        for later in self._following.pop(i, []):
+            yield from self._copied(s, record, i, later)
+
+    def _copied(self, s: RunState, record: StepRecord, first: int,
+                later: int) -> Iterator[ev.ToolResult]:
+        call, done = record.calls[later], record.calls[first]
+        call.observation, call.error = done.observation, done.error
+        yield self._result(s, record, later, told=note("call_repeated_in_step", first=first + 1))
+
     def _result(self, s: RunState, record: StepRecord, i: int, warn: bool = True,
-                notes: bool = True) -> ev.ToolResult:
+                notes: bool = True, told: str | None = None) -> ev.ToolResult:
         """Call `i` is done. The one that completes the step brings the step's notes and puts
         its observations in the history, in the order of the calls."""
         call = record.calls[i]
         call.done = True
-        said: list[str | None] = []
+        said: list[str | None] = [told]
         closes = all(c.done for c in record.calls)
         if closes and notes:
-            said = [self._note, self.reply_note]
+            said += [self._note, self.reply_note]
             self.reply_note = None
             verdict = self._verdict(s, record)
             if verdict is not None and verdict.action == "warn":

@@ -34,6 +34,10 @@ KEY_HEADER = "Idempotency-Key"
 # A person's answer about a `once` call that started and has no recorded result. Each
 # answer is accepted under its short name and the words the question offers.
 HAPPENED, AGAIN, FAIL = "happened", "again", "fail"
+RAN_AGAIN = "ran_again"
+"""A call cut short whose effects let it run again with its key: it is, unasked."""
+RUN_AGAIN = (RAN_AGAIN, AGAIN)
+"""The actions after which a recovered call runs again."""
 ONCE_ANSWERS = {HAPPENED: ("happened", "it happened"),
                 AGAIN: ("again", "run it again", "run again"),
                 FAIL: ("fail", "fail the step")}

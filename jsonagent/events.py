@@ -182,7 +182,25 @@ class StepTaken(Event):
     thought: str
     tool: str
     args: dict[str, Any]
+    """The step's call; in a step of several calls, its first (`calls` lists them all)."""
     repairs: list[str]
+    calls: list[dict[str, Any]] | None = None
+    """A step of several calls: each `{"tool": ..., "args": ...}`, in order; each then has a
+    ToolCall when it starts. None for a step of one call, whose call this event is."""
+
+
+@_slotted
+class ToolCall(Event):
+    """A call of a step of several starts; the calls that run together start together."""
+
+    type: Literal["tool_call"] = "tool_call"
+    step: int
+    call: int
+    """Its index in the step."""
+    tool: str
+    args: dict[str, Any]
+    key: str
+    """The call's key (calls.py)."""
 
 
 @_slotted
@@ -328,7 +346,7 @@ DELTAS = {"thought": ThoughtDelta, "tool": ToolNameKnown, "args": ArgsDelta}
 
 
 AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, ModelRetry, ModelFallback, Reask,
-                           JsonModeChange, StepTaken,
+                           JsonModeChange, StepTaken, ToolCall,
                            Approval, ToolResult, CallRecovered, SummaryCall, ContextChange,
                            RunEnd],
                      Field(discriminator="type")]

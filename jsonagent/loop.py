@@ -107,9 +107,11 @@ class Loop:
                                       content=parsed.to_json(self.config.parallel_calls > 1)))
             self.calling.fresh = index  # taken just now: no call of it can be in the log
             self.acting.reply_note = parsed.note  # what the model's reply made us ignore
+            several = [{"tool": c.tool, "args": c.args} for c in calls] if len(calls) > 1 \
+                else None
             yield self._event(ev.StepTaken(step=index, thought=parsed.thought,
                                            tool=calls[0].tool, args=calls[0].args,
-                                           repairs=parsed.repairs))
+                                           repairs=parsed.repairs, calls=several))
 
     def _next_step(self, index: int) -> Iterator[ev.Event]:
         """Ask the model; re-ask with the precise problem until valid or out of budget.

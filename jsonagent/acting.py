@@ -35,6 +35,46 @@ class Resume:
     answer: str | None = None
     approved: bool | None = None
     reason: str | None = None
+    items: dict[str, Resume] | None = None
+    """The input for each item by its id, when the run waits for several (`Pending.items`);
+    an item without one takes the input above."""
+
+    def of(self, item: Pending) -> Resume:
+        """The input for one item of what the run waits for. A sub-run's (its `path`) gets
+        the whole of it, to hand down."""
+        if self.items and item.id in self.items and not item.path:
+            return self.items[item.id]
+        return self
+
+    @classmethod
+    def given(cls, answer: str | None = None, approve: bool | None = None,
+              reason: str | None = None, items: dict[str, dict] | None = None) -> Resume:
+        """From a front end's values; `items` maps an item's id to its `answer`, `approve`
+        and `reason`, as the server's API takes them."""
+        each = {key: cls(answer=v.get("answer"), approved=v.get("approve"),
+                         reason=v.get("reason")) for key, v in (items or {}).items()}
+        return cls(answer=answer, approved=approve, reason=reason, items=each or None)
+
+    def given_items(self) -> dict[str, dict] | None:
+        """`items` as a front end gives them (see `given`)."""
+        return {k: {"answer": v.answer, "approve": v.approved, "reason": v.reason}
+                for k, v in self.items.items()} if self.items else None
+
+
+def unfit(pending: Pending, resume: Resume) -> str | None:
+    """What the input lacks for what the run waits for, naming the item when there are
+    several; None when it fits every item."""
+    for item in pending.each:
+        given = resume.of(item)
+        which = f"item {item.id}: " if pending.items else ""
+        if item.kind == "question" and given.answer is None:
+            return f"{which}an answer to {item.question!r}"
+        if item.kind == "approval" and given.approved is None:
+            return f"{which}an approval of {item.tool} (approve or deny it)"
+        if item.kind == "once" and once_answer(given.answer) is None:
+            return (f"{which}what became of a call of {item.tool} (key {item.key}): happened, "
+                    "again or fail")
+    return None
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,9 @@ class RunResumed(Event):
     reason: str | None = None
     note: str | None = None
     """What the model was told about the pause (a restarted code interpreter)."""
+    items: dict[str, Any] | None = None
+    """Each item's input by its id (`answer`, `approve`, `reason`), when the run waited for
+    several."""
 
 
 @_slotted

@@ -180,7 +180,8 @@ class Loop:
         restarted = note("restarted") if s.code_used and "sandbox" not in self.ctx.state else None
         pending, s.pending, s.status = s.pending, None, RUNNING
         yield self._event(ev.RunResumed(answer=resume.answer, approved=resume.approved,
-                                        reason=resume.reason, note=restarted))
+                                        reason=resume.reason, note=restarted,
+                                        items=resume.given_items()))
         if pending is None:  # an interrupted run goes on
             if restarted and not s.in_flight:
                 s.messages.append(Message(role="user", content=restarted))
@@ -188,7 +189,7 @@ class Loop:
                 yield from self._act(s.steps[-1], note_=restarted)
             return
         record = s.steps[-1]
-        waited = {_call_of(item, record): (item, resume) for item in pending.each}
+        waited = {_call_of(item, record): (item, resume.of(item)) for item in pending.each}
         yield from self._act(record, waited, note_=restarted)
 
     def _interrupted(self, why: str, note_key: str) -> Generator:

@@ -17,6 +17,7 @@ from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import debug, guarded
 from .command import PlainCommand
+from .items import each_item
 from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
                       FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
@@ -133,6 +134,9 @@ def resume(ctx: typer.Context,
            deny: Annotated[bool, typer.Option("--deny", help="Refuse the pending call.")] = False,
            reason: Annotated[Optional[str], typer.Option(
                "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
+           item: Annotated[Optional[list[str]], typer.Option(
+               "--item", metavar="ID=VALUE", help="For a run that waits for several items: "
+               "one item's approve, deny, or answer (its ID, or the index of its call).")] = None,
            no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
            store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
            # the shared run options; RunOptions.of(ctx) gathers them
@@ -163,6 +167,9 @@ def resume(ctx: typer.Context,
     kept = open_store(store)
     state = kept.load_run(run_id).state
     pending = state.pending if state.status == NEEDS_HUMAN else None
+    items = each_item(item or [], pending, reason)
+    if pending is not None and pending.items:  # each item is checked, and named, in session.py
+        pending = None
     if pending is not None and pending.kind == "question" and answer is None:
         raise ConfigError(f"run {run_id} waits for an answer to {pending.question!r}: give it "
                           "with --answer TEXT")
@@ -181,7 +188,7 @@ def resume(ctx: typer.Context,
                           "pass --tools to choose the tools to resume with")
     decision = True if approve else False if deny else None
     _finish(display, agent.resume(run_id, answer=None if answer is None else text_arg(answer),
-                                  approve=decision, reason=reason), output)
+                                  approve=decision, reason=reason, items=items), output)
 
 
 CHAT_HELP = """/help   this text

@@ -28,6 +28,16 @@ class RunIn(BaseModel):
     """The client will follow the run's deltas: its replies stream from the first call."""
 
 
+class ItemIn(BaseModel):
+    """A person's input for one item of several a run waits for."""
+
+    model_config = EDGE
+
+    answer: str | None = Field(None, max_length=200_000)
+    approve: bool | None = None
+    reason: str | None = Field(None, max_length=10_000)
+
+
 class RespondIn(BaseModel):
     model_config = EDGE
 
@@ -40,11 +50,20 @@ class RespondIn(BaseModel):
     """Why the call is refused (or what the person knows of a `once` call); the model
     reads it."""
 
+    items: dict[str, ItemIn] | None = Field(None, max_length=64)
+    """When the run waits for several items (`required_action.items`): each one's input by
+    its id; an item left out takes `answer` or `approve` above."""
+
     @model_validator(mode="after")
     def _one(self) -> RespondIn:
-        if (self.answer is None) == (self.approve is None):
-            raise ValueError('send either {"answer": "..."} or {"approve": true|false}')
+        if self.answer is not None and self.approve is not None or \
+                self.answer is None and self.approve is None and not self.items:
+            raise ValueError('send either {"answer": "..."} or {"approve": true|false}, or '
+                             '{"items": {"ID": {...}}} for a run that waits for several')
         return self
+
+    def given_items(self) -> dict[str, dict] | None:
+        return {k: v.model_dump() for k, v in self.items.items()} if self.items else None
 
 
 def run_view(info: Any) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 run, and observed; then the step's observations go into the history, in the order of its
 calls, with what the loop tells the model beside them.
 
-The loop hands the step in flight to `Acting.act`, which yields the run's events (the loop
-numbers them) and returns what ends or pauses the run, if anything: a `Stop` (the final
-answer, a stall) or the `Pending` a person must answer.
+The loop hands the step in flight to `Acting.act`, which yields the run's events (numbered
+by the loop's `number`) and returns what ends or pauses the run, if anything: a `Stop` (the
+final answer, a stall) or the `Pending` a person must answer.
 """
 
 from __future__ import annotations
@@ -89,50 +89,68 @@ class Stop:
 
 Waited = dict[int, tuple[Pending, Resume]]
 """What the calls of a paused step waited for, by the call's index, and the person's input."""
+_NO_INPUT = Resume()
 
 
 class Acting:
     def __init__(self, deps: RunDeps, ctx: RunContext, limits: Limits, calling: Calling,
-                 approve: Callable[[str, dict], bool | None] | None):
+                 approve: Callable[[str, dict], bool | None] | None,
+                 number: Callable[[ev.Event], Any]):
         self.toolset, self.config, self.hooks = deps.toolset, deps.config, deps.hooks
+        self.number = number
+        """Makes an event the run's (its ids and sequence number): the loop's."""
         self.output_type = deps.output_type
         self.ctx, self.limits, self.calling, self.approve = ctx, limits, calling, approve
         self.confirm = {t.name for t in self.toolset if t.spec.confirm} | set(self.config.confirm)
         self.reply_note: str | None = None
         """What the model's reply made us ignore: said with the step's observations."""
+        self.checked: tuple[int, stall.Verdict | None] | None = None
+        """Stall detection's verdict on the last step it judged (by the number of steps):
+        the next request's mask reads it rather than judge the same history again."""
 
     def act(self, s: RunState, record: StepRecord, waited: Waited | None = None,
             note_: str | None = None) -> Iterator[ev.Event]:
         """Run the step's calls that are not done; return a Stop, a Pending or None."""
-        for call in record.calls:
+        calls = record.calls
+        first = self.toolset.get(calls[0].tool)
+        for call in calls if first is None or len(calls) > 1 else ():
             if self.toolset.get(call.tool) is None:  # resumed with tools that no longer have it
                 raise UserError(f"the run's step {record.index} calls {call.tool!r}, which "
                                 f"this agent does not have")
-        if self.toolset.get(record.calls[0].tool).final:  # alone in its step (envelope.py)
+        if first.final:  # alone in its step (envelope.py)
             answer = self._answer(s, record)
             if answer is not None:
                 return Stop(COMPLETED, answer=answer[0])
             yield self._result(s, record, 0, notes=False)
             return None
         self._note, self._observed, self._stop, self._following = note_, set(), None, {}
-        if all(c.done for c in record.calls):  # every result was in: only the history lacks them
+        if len(calls) == 1 and not calls[0].done:  # the usual step: one call, none beside it
+            got = yield from self._one(s, record, 0, waited.get(0) if waited else None, False)
+            return got if got is not None else self._stop
+        if all(c.done for c in calls):  # every result was in: only the history lacks them
             self._close(s, record)
-        several = len(record.calls) > 1
+            return None
+        return (yield from self._several(s, record, waited or {}))
+
+    def _several(self, s: RunState, record: StepRecord, waited: Waited) -> Iterator[ev.Event]:
+        """A step of several calls: each decided in turn, then those that run, all at once; a
+        call the step makes twice runs once. Returns a Pending with an item for each call
+        that waits for a person, or None."""
+        calls = record.calls
         waiting: list[tuple[int, Pending]] = []
         runs: list[tuple[int, ToolCall, Any]] = []
-        first: dict[str, int] = {}
-        for i, call in enumerate(record.calls):
-            same = first.setdefault(json.dumps([call.tool, call.args], sort_keys=True), i) \
-                if several else i
+        firsts: dict[str, int] = {}
+        for i, call in enumerate(calls):
+            same = firsts.setdefault(json.dumps([call.tool, call.args], sort_keys=True), i)
             if call.done:
                 continue
             if same != i:  # the same call as an earlier one of the step: it runs once
-                if record.calls[same].done:
-                    yield from self._copied(s, record, same, i)
+                if calls[same].done:
+                    yield self._copied(s, record, same, i)
                 else:
                     self._following.setdefault(same, []).append(i)
                 continue
-            got = yield from self._one(s, record, i, (waited or {}).get(i), several)
+            got = yield from self._one(s, record, i, waited.get(i), True)
             if isinstance(got, Pending):
                 waiting.append((i, got))
             elif got is not None:
@@ -156,16 +174,18 @@ class Acting:
         """Decide call `i` and run it; returns the Pending it waits for, None once done, or
         in a step of `several` calls, what runs beside the others: `(i, call, handed)`."""
         call = record.calls[i]
-        pending, given = waited or (None, Resume())
-        if pending is not None and pending.kind == "question" and not pending.path:
-            call.observation = given.answer
-            self.calling.ended(s, record, i, given.answer, False)
-            yield from self._done(s, record, i)
-            return None
-        # a sub-run's pause handed down calls its tool again, which re-attaches to it
-        handed = (pending, given) if pending is not None and pending.path else None
-        decision = (bool(given.approved), given.reason) \
-            if pending is not None and pending.kind == "approval" and not handed else None
+        given, handed, decision = _NO_INPUT, None, None
+        if waited is not None:
+            pending, given = waited
+            if pending.path:  # a sub-run's pause handed down: its tool, called again, re-attaches
+                handed = waited
+            elif pending.kind == "question":
+                call.observation = given.answer
+                self.calling.ended(s, record, i, given.answer, False)
+                yield from self._done(s, record, i)
+                return None
+            elif pending.kind == "approval":
+                decision = (bool(given.approved), given.reason)
         recorded = self.calling.recorded(s, record, i) if handed is None else None
         if recorded is not None:  # it started before a crash or a takeover
             return (yield from self._recovered(s, record, i, recorded, given, several))
@@ -180,8 +200,8 @@ class Acting:
                 return Pending(kind="approval", tool=call.tool, args=call.args)
             decision = (bool(verdict), None)
         if decision is not None:
-            yield ev.Approval(step=record.index, tool=call.tool, approved=decision[0],
-                              reason=decision[1], call=i)
+            yield self.number(ev.Approval(step=record.index, tool=call.tool,
+                                          approved=decision[0], reason=decision[1], call=i))
             if not decision[0]:
                 reason = f": {decision[1]}" if decision[1] else ""
                 call.observation, call.error = {"error": note("denied", reason=reason)}, True
@@ -211,8 +231,9 @@ class Acting:
         call = record.calls[i]
         out, call.error, action = self.calling.recover(s, record, i, recorded,
                                                        once_answer(given.answer), given.reason)
-        yield ev.CallRecovered(step=record.index, tool=recorded.tool, key=recorded.key,
-                               effects=recorded.effects, action=action, call=i)
+        yield self.number(ev.CallRecovered(step=record.index, tool=recorded.tool,
+                                           key=recorded.key, effects=recorded.effects,
+                                           action=action, call=i))
         again = ToolCall(recorded.tool, recorded.args)
         if action in RUN_AGAIN and several:
             return i, again, None
@@ -234,8 +255,8 @@ class Acting:
         questions nobody could answer now, asked once the other calls have finished."""
         for i, _, _ in runs:
             call = record.calls[i]
-            yield ev.ToolCall(step=record.index, call=i, tool=call.tool, args=call.args,
-                              key=call_key(s.run_id, record.index, i))
+            yield self.number(ev.ToolCall(step=record.index, call=i, tool=call.tool,
+                                          args=call.args, key=call_key(s.run_id, record.index, i)))
         hooked = {i: h for i, h, _ in runs}
         waiting: list[tuple[int, Pending]] = []
         for i, out, failed, seconds in self.calling.each(s, record, runs):
@@ -250,48 +271,56 @@ class Acting:
             yield from self._done(s, record, i)
         return waiting
 
-    def _done(self, s: RunState, record: StepRecord, i: int) -> Iterator[ev.ToolResult]:
+    def _done(self, s: RunState, record: StepRecord, i: int) -> list[ev.ToolResult]:
         """Call `i`'s result, then that of each later call of the step that was the same."""
-        yield self._result(s, record, i)
-        for later in self._following.pop(i, []):
-            yield from self._copied(s, record, i, later)
+        done = [self._result(s, record, i)]
+        if self._following:
+            done += [self._copied(s, record, i, later) for later in self._following.pop(i, ())]
+        return done
 
-    def _copied(self, s: RunState, record: StepRecord, first: int,
-                later: int) -> Iterator[ev.ToolResult]:
+    def _copied(self, s: RunState, record: StepRecord, first: int, later: int) -> ev.ToolResult:
         call, done = record.calls[later], record.calls[first]
         call.observation, call.error = done.observation, done.error
-        yield self._result(s, record, later, told=note("call_repeated_in_step", first=first + 1))
+        return self._result(s, record, later, told=note("call_repeated_in_step", first=first + 1))
 
     def _result(self, s: RunState, record: StepRecord, i: int, warn: bool = True,
                 notes: bool = True, told: str | None = None) -> ev.ToolResult:
         """Call `i` is done. The one that completes the step brings the step's notes and puts
         its observations in the history, in the order of the calls."""
-        call = record.calls[i]
+        calls = record.calls
+        call = calls[i]
         call.done = True
-        said: list[str | None] = [told]
-        closes = all(c.done for c in record.calls)
-        if closes and notes:
-            said += [self._note, self.reply_note]
-            self.reply_note = None
-            verdict = self._verdict(s, record)
-            if verdict is not None and verdict.action == "warn":
-                said.append(note(f"stall_{verdict.kind}", count=verdict.count,
-                                 final=self.toolset.final.name))
-            elif verdict is not None:
-                first = next(c for n, c in enumerate(record.calls) if n in self._observed)
-                shown = "; ".join(f"{c.tool} {json.dumps(c.args, ensure_ascii=False)}"
-                                  for n, c in enumerate(record.calls) if n in self._observed)
-                self._stop = Stop(STALLED, error=Reason.stalled(verdict.kind, verdict.count,
-                                                                shown),
-                                  repeated={"tool": first.tool, "args": first.args})
+        closes = len(calls) == 1 or all(c.done for c in calls)
+        said = [told, *self._step_notes(s, record)] if closes and notes else [told]
         if warn:  # near a usage limit
             said.append(self.limits.left(s, call.tool))
         call.note = " ".join(filter(None, said)) or None
         if closes:
             self._close(s, record)
-        return ev.ToolResult(step=record.index, tool=call.tool, observation=call.observation,
-                             error=call.error, duration_s=round(call.tool_s, 4), note=call.note,
-                             call=i)
+        return self.number(ev.ToolResult(step=record.index, tool=call.tool,
+                                         observation=call.observation, error=call.error,
+                                         duration_s=round(call.tool_s, 4), note=call.note,
+                                         call=i))
+
+    def _step_notes(self, s: RunState, record: StepRecord) -> list[str | None]:
+        """What the model is told with the step's last result: what the loop said, what its
+        reply made us ignore, and stall detection's warning (or the stop, in `_stop`)."""
+        said, self.reply_note = [self._note, self.reply_note], None
+        get, verdict = self.toolset.get, None
+        for n in self._observed:  # unless every call that ran is made again on purpose
+            if not get(record.calls[n].tool).spec.repeatable:
+                verdict = stall.check(s.steps, self.config.stall_after)
+                self.checked = (len(s.steps), verdict)
+                break
+        if verdict is not None and verdict.action == "warn":
+            said.append(note(f"stall_{verdict.kind}", count=verdict.count,
+                             final=self.toolset.final.name))
+        elif verdict is not None:
+            ran = [c for n, c in enumerate(record.calls) if n in self._observed]
+            shown = "; ".join(f"{c.tool} {json.dumps(c.args, ensure_ascii=False)}" for c in ran)
+            self._stop = Stop(STALLED, error=Reason.stalled(verdict.kind, verdict.count, shown),
+                              repeated={"tool": ran[0].tool, "args": ran[0].args})
+        return said
 
     @staticmethod
     def _close(s: RunState, record: StepRecord) -> None:
@@ -301,17 +330,6 @@ class Acting:
             if c.note:
                 body["note"] = c.note
             s.messages.append(Message(role="observation", content=to_json(body)))
-
-    def _verdict(self, s: RunState, record: StepRecord) -> stall.Verdict | None:
-        """Stall detection on the step's set of calls, unless every call it ran is one
-        that is made again on purpose (a `repeatable` tool)."""
-        if not any(not self._repeatable(record.calls[n].tool) for n in self._observed):
-            return None
-        return stall.check(s.steps, self.config.stall_after)
-
-    def _repeatable(self, name: str) -> bool:
-        tool = self.toolset.get(name)
-        return tool is not None and tool.spec.repeatable
 
     def _pending(self, s: RunState, record: StepRecord,
                  waiting: list[tuple[int, Pending]]) -> Pending:

@@ -21,7 +21,8 @@ from . import dialects
 from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
 from .repair import NOT_JSON, THINK, fix_keys, load_object
 from .notes import note
-from .reply import ENVELOPE_KEYS, ParallelStep, Parsed, ReplyProblem, Step, StepCall
+from .reply import ENVELOPE_KEYS, CallEnvelope, ParallelStep, Parsed, ReplyProblem, Step
+from .state import CallRecord
 from .tools.schema import got, json_pointer, short_json
 from .tools.toolset import Toolset
 
@@ -63,8 +64,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
         return problem
     as_written = reading is None and not repairs and strict == {
         "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
-    return Parsed(step.thought, [StepCall.model_construct(tool_name=step.tool_name,
-                                                          args_list=step.args_list)],
+    return Parsed(step.thought, [CallRecord(tool=step.tool_name, args=step.args_list)],
                   repairs, note, raw=text if as_written else None)
 
 
@@ -104,7 +104,7 @@ def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
         item.pop("thought", None)
         repairs += [f"{where}:{r}" for r in own]
         try:
-            call = StepCall.model_validate(item)
+            call = CallEnvelope.model_validate(item)
         except ValidationError as exc:
             return ReplyProblem("envelope", _envelope_message(exc, where), repairs)
         found = toolset.find(call.tool_name)
@@ -114,18 +114,19 @@ def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
                                 f"{', '.join(toolset.names)}", repairs)
         if found.name != call.tool_name:
             repairs.append(f"{where}:tool_name_case")
-            call = StepCall.model_construct(tool_name=found.name, args_list=call.args_list)
+            call = CallEnvelope.model_construct(tool_name=found.name,
+                                                args_list=call.args_list)
         problem = _checked(found, call.args_list, cut, repairs, where)
         if problem is not None:
             return problem
-        calls.append(call)
+        calls.append(CallRecord(tool=call.tool_name, args=call.args_list))
     final = toolset.final.name
-    if len(calls) > 1 and any(c.tool_name == final for c in calls):
+    if len(calls) > 1 and any(c.tool == final for c in calls):
         others = len(calls) - 1
         return ReplyProblem("calls", note("calls_final_alone", final=final, others=others,
                                           s="" if others == 1 else "s"), repairs)
     as_written = not repairs and strict == {"thought": plan.thought, "calls": [
-        {"tool_name": c.tool_name, "args_list": c.args_list} for c in calls]}
+        {"tool_name": c.tool, "args_list": c.args} for c in calls]}
     return Parsed(plan.thought, calls, repairs, raw=text if as_written else None)
 
 

@@ -23,7 +23,7 @@ from .limits import Limits
 from .notes import note
 from .request import THOUGHT_CUT, Requester
 from .result import RunResult
-from .state import CallRecord, Message, Pending, RunState, StepRecord
+from .state import Message, Pending, RunState, StepRecord
 from .status import (FAILED, INTERRUPTED, LIMIT_REACHED, MAX_STEPS, NEEDS_HUMAN, RUNNING,
                      Reason)
 from .tools.tool import RunContext
@@ -52,7 +52,7 @@ class Loop:
         """Checked before each model request (by the requester) and each tool call."""
         self.requests = Requester(deps, self.cancel, watched, self.limits)
         self.calling = Calling(deps.toolset, ctx)
-        self.acting = Acting(deps, ctx, self.limits, self.calling, approve)
+        self.acting = Acting(deps, ctx, self.limits, self.calling, approve, self._event)
 
     def iterate(self, state: RunState, resume: Resume | None = None) -> Generator:
         """Events until the run ends or pauses; the last one is always a RunEnd."""
@@ -98,13 +98,13 @@ class Loop:
                 yield self._end(FAILED, error=f"no valid reply after "
                                 f"{self.config.max_reasks + 1} tries: {parsed.message}")
                 return
-            calls = [CallRecord(tool=c.tool_name, args=c.args_list) for c in parsed.calls]
+            calls = parsed.calls
             s.steps.append(StepRecord(index=index, thought=parsed.thought, calls=calls,
                                       repairs=parsed.repairs, model_s=time.perf_counter() - t0,
                                       model=self._answered))
             # the reply as written when it is the step exactly: an endpoint's cache holds it
-            s.messages.append(Message(role="assistant",
-                                      content=parsed.to_json(self.config.parallel_calls > 1)))
+            s.messages.append(Message(role="assistant", content=parsed.raw or
+                                      parsed.to_json(self.config.parallel_calls > 1)))
             self.calling.fresh = index  # taken just now: no call of it can be in the log
             self.acting.reply_note = parsed.note  # what the model's reply made us ignore
             several = [{"tool": c.tool, "args": c.args} for c in calls] if len(calls) > 1 \
@@ -154,7 +154,7 @@ class Loop:
     def _act(self, record: StepRecord, waited: Waited | None = None,
              note_: str | None = None) -> Generator:
         """Act on the step's calls (acting.py), then end the run or pause it if that says so."""
-        outcome = yield from self._numbered(self.acting.act(self.s, record, waited, note_))
+        outcome = yield from self.acting.act(self.s, record, waited, note_)
         if isinstance(outcome, Pending):
             yield self._pause(outcome)
         elif outcome is not None:
@@ -167,12 +167,17 @@ class Loop:
         words alone none (bench/stall_mask.py). Derived from the history, so a resumed run
         sees it too. A step of several calls is masked only when they all call one tool."""
         steps = self.s.steps
-        if not steps or len({c.tool for c in steps[-1].calls}) > 1:
+        if not steps:
             return None
-        tool = self.toolset.get(steps[-1].calls[0].tool)
+        calls = steps[-1].calls
+        if len(calls) > 1 and any(c.tool != calls[0].tool for c in calls):
+            return None
+        tool = self.toolset.get(calls[0].tool)
         if tool is None or tool.final or tool.spec.repeatable:
             return None
-        verdict = stall.check(steps, self.config.stall_after)
+        checked = self.acting.checked
+        verdict = checked[1] if checked is not None and checked[0] == len(steps) \
+            else stall.check(steps, self.config.stall_after)
         return tool.name if verdict is not None and verdict.action == "warn" else None
 
     def _resume(self, resume: Resume) -> Generator:
@@ -202,7 +207,7 @@ class Loop:
         """End the run before its time; a step in flight gets `told` as its observation."""
         s = self.s
         if s.in_flight and s.status == RUNNING:
-            yield from self._numbered(self.acting.cut_short(s, told))
+            yield from self.acting.cut_short(s, told)
         yield self._end(status, error=why)
 
     def _pause(self, pending: Pending) -> ev.RunEnd:

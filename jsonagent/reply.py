@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from .notes import template
-from .state import to_json
+from .state import CallRecord, to_json
 
 if TYPE_CHECKING:
     from .tools.toolset import Toolset
@@ -36,7 +36,7 @@ class Step(BaseModel):
 
 
 class ParallelStep(BaseModel):
-    """The envelope of a run that takes several calls a step; each call is a `StepCall`."""
+    """The envelope of a run that takes several calls a step; each call is a `CallEnvelope`."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -44,8 +44,8 @@ class ParallelStep(BaseModel):
     calls: list[dict[str, Any]]
 
 
-class StepCall(BaseModel):
-    """One call of a step: which tool, with what."""
+class CallEnvelope(BaseModel):
+    """One call of a `ParallelStep`, as it is validated."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -53,11 +53,12 @@ class StepCall(BaseModel):
     args_list: dict[str, Any]
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     thought: str
-    calls: list[StepCall]
-    """The step's calls, in the order written: one, unless the run takes several a step."""
+    calls: list[CallRecord]
+    """The step's calls, in the order written: one, unless the run takes several a step. They
+    are the records the run keeps of them (state.py), not done yet."""
     repairs: list[str] = field(default_factory=list)
     note: str | None = None
     """What the model must hear about its reply along with the observation (ignored actions)."""
@@ -70,8 +71,8 @@ class Parsed:
     def step(self) -> Step:
         """The first call as a one-call step (the only call, unless the run takes several)."""
         first = self.calls[0]
-        return Step.model_construct(thought=self.thought, tool_name=first.tool_name,
-                                    args_list=first.args_list)
+        return Step.model_construct(thought=self.thought, tool_name=first.tool,
+                                    args_list=first.args)
 
     def to_json(self, several: bool = False) -> str:
         """The step as the history keeps it: the reply as written when it is the step
@@ -80,10 +81,10 @@ class Parsed:
             return self.raw
         if not several:
             first = self.calls[0]
-            return to_json({"thought": self.thought, "tool_name": first.tool_name,
-                            "args_list": first.args_list})
+            return to_json({"thought": self.thought, "tool_name": first.tool,
+                            "args_list": first.args})
         return to_json({"thought": self.thought, "calls": [
-            {"tool_name": c.tool_name, "args_list": c.args_list} for c in self.calls]})
+            {"tool_name": c.tool, "args_list": c.args} for c in self.calls]})
 
 
 @dataclass

@@ -39,9 +39,10 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
         tool, args, observation = last[0].tool, last[0].args, last[0].observation
         calls = results = 0
         for s in steps:
-            if len(s.calls) == 1 and s.calls[0].tool == tool:
-                calls += s.calls[0].args == args
-                results += s.calls[0].observation == observation
+            call = s.calls[0]
+            if call.tool == tool and len(s.calls) == 1:
+                calls += call.args == args
+                results += call.observation == observation
     else:
         mine = [(c.tool, c.args) for c in last]
         got = [(c.tool, c.observation) for c in last]

@@ -110,8 +110,8 @@ def flat_steps(steps: Any, in_flight: bool = False) -> Any:
     """Steps read in the public shape (`step_view`) or as a state of version 1 kept them,
     one call's fields on the step: as steps that hold their calls. Each is done, but the
     last one of a run `in_flight`."""
-    if not isinstance(steps, list):
-        return steps
+    if not isinstance(steps, list) or not steps or not isinstance(steps[0], dict):
+        return steps  # the records themselves (a run's RunResult): nothing to read
     out = []
     for n, step in enumerate(steps):
         if isinstance(step, dict) and "calls" not in step:

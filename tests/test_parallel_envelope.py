@@ -37,7 +37,7 @@ def test_a_reply_of_several_calls_is_read_in_order_and_kept_as_written():
     text = several(("weather", {"city": "Oslo"}), ("weather", {"city": "Rome"}))
     got = parse_reply(text, TOOLS, most=3)
     assert isinstance(got, Parsed) and got.repairs == [] and got.raw == text
-    assert [(c.tool_name, c.args_list) for c in got.calls] == [
+    assert [(c.tool, c.args) for c in got.calls] == [
         ("weather", {"city": "Oslo"}), ("weather", {"city": "Rome"})]
     assert got.step.tool_name == "weather" and got.thought == "t"
 
@@ -47,7 +47,7 @@ def test_the_one_call_envelope_is_one_call_and_each_call_is_repaired_as_a_step_i
     assert isinstance(one, Parsed) and len(one.calls) == 1 and one.raw is not None
     repaired = parse_reply('{"thought": "t", "calls": [{"tool": "WEATHER", "args": {"city": '
                            '"Oslo"}}]}', TOOLS, most=3)
-    assert isinstance(repaired, Parsed) and repaired.calls[0].tool_name == "weather"
+    assert isinstance(repaired, Parsed) and repaired.calls[0].tool == "weather"
     assert repaired.repairs == ["/calls/0:alias:tool->tool_name",
                                 "/calls/0:alias:args->args_list", "/calls/0:tool_name_case"]
     assert json.loads(repaired.to_json(several=True)) == {

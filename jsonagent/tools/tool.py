@@ -98,7 +98,7 @@ class Tool:
         run in the loop's thread. Any other waits in a helper thread (see cancel.py)."""
         return bool(getattr(self.fn, "stops_on_cancel", False))
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         """Its function is a coroutine function: in a step of several calls, it runs on the
         step's event loop (cancel.py's `each`), not in a thread of its own."""
@@ -112,10 +112,9 @@ class Tool:
         # command, an HTTP request, an MCP call) reads the key there
         token = set_current(ctx.call_id)
         try:
-            out = self.fn(**kwargs)
-            if inspect.iscoroutine(out):  # an async tool, called alone: run to its end here
-                out = run_coroutine(out)
-            return out
+            if self.is_async:  # called alone: run to its end here
+                return run_coroutine(self.fn(**kwargs))
+            return self.fn(**kwargs)
         finally:
             reset_current(token)
 

@@ -50,7 +50,7 @@ def test_the_schema_of_several_calls_is_taken_and_the_reply_is_a_well_formed_lis
     assert reply.finish_reason == "stop"
     parsed = parse_reply(reply.raw, agent.toolset, most=3)
     assert isinstance(parsed, Parsed) and parsed.repairs == [], reply.raw
-    assert 2 <= len(parsed.calls) <= 3 and all(c.tool_name == "weather" for c in parsed.calls)
+    assert 2 <= len(parsed.calls) <= 3 and all(c.tool == "weather" for c in parsed.calls)
     step1 = end.result.steps[0]
-    assert [c.args for c in step1.calls] == [c.args_list for c in parsed.calls]
+    assert [c.args for c in step1.calls] == [c.args for c in parsed.calls]
     assert all(c.observation == f"sunny in {c.args['city']}" for c in step1.calls)

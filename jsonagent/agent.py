@@ -93,7 +93,7 @@ class Agent:
             toolset.close()
             raise SpecError(f"no implementation for {', '.join(missing)}: add \"handler\": "
                             "\"module:function\" to the spec, or pass a @tool function")
-        style = prompt_style(config.prompt_style)
+        style = prompt_style(config.prompt_style, config.parallel_calls)
         self.deps = RunDeps(
             model=model, caps=caps, toolset=toolset, config=config, style=style,
             system_prompt=style.system(toolset), hooks=Hooks([*caps.hooks, *(hooks or [])]),
@@ -183,16 +183,21 @@ class Agent:
         return bool(tokens)
 
     def resume(self, run: str | RunState, *, answer: str | None = None,
-               approve: bool | None = None, reason: str | None = None) -> RunResult:
+               approve: bool | None = None, reason: str | None = None,
+               items: dict[str, dict] | None = None) -> RunResult:
         """Go on with a paused (or interrupted) run: `answer` a question, or `approve` a call
-        (False denies it, with an optional `reason` the model reads)."""
+        (False denies it, with an optional `reason` the model reads). A run that waits for
+        several items (`pending.items`: the calls of a step of several) takes each one's
+        `{"answer"|"approve", "reason"}` in `items`, by its id; the others apply to the rest."""
         from .bridge import drain
 
-        return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason))
+        return drain(self.iter_resume(run, answer=answer, approve=approve, reason=reason,
+                                      items=items))
 
     def iter_resume(self, run: str | RunState, *, answer: str | None = None,
                     approve: bool | None = None, reason: str | None = None,
-                    deltas: bool | None = None) -> Iterator[Event]:
+                    deltas: bool | None = None,
+                    items: dict[str, dict] | None = None) -> Iterator[Event]:
         if isinstance(run, str):
             store = self.store_or_default()
             session_id = store.load_run(run).session_id
@@ -200,7 +205,7 @@ class Agent:
             store, session_id = self.store, run.session_id
         s = self._open(session_id, store)
         try:
-            yield from s.iter_resume(answer, approve, reason, run, deltas=deltas)
+            yield from s.iter_resume(answer, approve, reason, run, deltas=deltas, items=items)
         finally:
             self.last_state = s.last
             s.close()

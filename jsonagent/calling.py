@@ -9,16 +9,17 @@ another node) is never asked of the model again: `recover` decides its recorded 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable, Iterator
 
 from . import events as ev
-from .calls import AGAIN, FAIL, HAPPENED, ONCE, Call, call_key
+from .calls import AGAIN, FAIL, HAPPENED, ONCE, RAN_AGAIN, Call, call_key
 from .errors import ToolError, UserError
 from .hooks import ToolCall
 from .notes import note
 from .state import Pending, RunState, StepRecord
 from .tools.core import CODE_TOOL
-from .tools.tool import RunContext
+from .tools.tool import RunContext, Tool
 from .tools.toolset import Toolset
 
 
@@ -30,51 +31,81 @@ class Calling:
         self.fresh = 0
         """The step this process just took from the model: no call of it can be recorded."""
 
-    def recorded(self, state: RunState, record: StepRecord) -> Call | None:
-        """The call log's record of the step's call, when it may have started before."""
+    def recorded(self, state: RunState, record: StepRecord, i: int) -> Call | None:
+        """The call log's record of the step's call `i`, when it may have started before."""
         if self.store is None or record.index == self.fresh:
             return None
-        return self.store.call(call_key(state.run_id, record.index))
+        return self.store.call(call_key(state.run_id, record.index, i))
 
-    def invoke(self, state: RunState, record: StepRecord, call: ToolCall) -> tuple[Any, bool]:
-        """The tool's result (or a Pending) and whether it failed."""
+    def invoke(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
+               handed: Any = None) -> tuple[Any, bool]:
+        """The tool's result (or a Pending) and whether it failed, the call run here. `handed`:
+        what a sub-run of this call waits for and the person's input (`RunContext.handed_down`)."""
         tool = self.toolset.get(call.tool)
         if tool is None:
             return {"error": f"unknown tool {call.tool!r}"}, True
-        ctx = self.ctx
-        ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index)
+        ctx = self._started(state, record, i, call, tool, self.ctx)
+        ctx.handed_down = handed
+        try:
+            wait = ctx.cancel.call_here if tool.stops_on_cancel else ctx.cancel.call
+            out, failed = wait(_run, tool, call.args, ctx)
+        finally:
+            ctx.handed_down = None
+        return self._finished(state, record, i, out, failed)
+
+    def each(self, state: RunState, record: StepRecord,
+             calls: list[tuple[int, ToolCall, Any]]) -> Iterator[tuple[int, Any, bool, float]]:
+        """The calls `(index, call, handed)` of a step of several, run side by side (async
+        tools on one event loop, the others each in a thread: cancel.py); yields `(index,
+        result or Pending, failed, seconds)` as each ends. Each has its own context: its
+        key, and what a sub-run of it waits for."""
+        works = []
+        for i, call, handed in calls:
+            tool = self.toolset.get(call.tool)
+            ctx = self._started(state, record, i, call, tool,
+                                replace(self.ctx, handed_down=handed))
+            works.append(_timed(tool, call.args, ctx))
+        for n, ok, value in self.ctx.cancel.each(works):
+            if not ok:
+                raise value  # a cancel, Ctrl-C, a developer's mistake: the run ends on it
+            (out, failed), seconds = value
+            i = calls[n][0]
+            yield (i, *self._finished(state, record, i, out, failed), seconds)
+
+    def _started(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
+                 tool: Tool, ctx: RunContext) -> RunContext:
+        """Before the call runs: its key in its context, and its start in the log, with the
+        run's checkpoint."""
+        ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index, i)
         if self.store is not None:
-            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, 0, call.tool,
+            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, i, call.tool,
                                          call.args, tool.effects, time.time()), state)
         if call.tool == CODE_TOOL:
             state.code_used = True
-        try:
-            wait = ctx.cancel.call_here if tool.stops_on_cancel else ctx.cancel.call
-            out, failed = wait(tool.invoke, call.args, ctx), False
-        except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
-            raise
-        except ToolError as exc:
-            out, failed = {"error": str(exc)}, True
-        except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
-            out, failed = {"error": f"{type(exc).__name__}: {exc}"}, True
+        return ctx
+
+    def _finished(self, state: RunState, record: StepRecord, i: int, out: Any,
+                  failed: bool) -> tuple[Any, bool]:
         if isinstance(out, Pending):  # a person will answer for it (`ended`)
             return out, False
         out = ev.jsonable(out)
-        self.ended(state, record, out, failed)
+        self.ended(state, record, i, out, failed)
         return out, failed
 
-    def ended(self, state: RunState, record: StepRecord, out: Any, failed: bool) -> None:
+    def ended(self, state: RunState, record: StepRecord, i: int, out: Any, failed: bool) -> None:
         """The call's result, in the log for good (a person's answer to its question too)."""
         if self.store is not None:
-            self.store.call_ended(call_key(state.run_id, record.index), out, failed)
+            self.store.call_ended(call_key(state.run_id, record.index, i), out, failed)
 
-    def recover(self, state: RunState, record: StepRecord, recorded: Call,
+    def recover(self, state: RunState, record: StepRecord, i: int, recorded: Call,
                 answer: str | None = None, reason: str | None = None) -> tuple[Any, bool, str]:
-        """What the step's recorded call gives now, whatever the model would say: its result
-        if it ended; else, by its effects, a Pending for a person (`once`), or the call run
-        again with the same key. `answer` is a person's about a `once` call. Returns the
-        result (or a Pending), whether it failed, and the action (`CallRecovered.action`)."""
-        record.tool, record.args = recorded.tool, recorded.args  # the key stays with them
+        """What the step's recorded call `i` gives now, whatever the model would say: its
+        result if it ended; else, by its effects, a Pending for a person (`once`), or the
+        call to run again with the same key (the action says so: `RUN_AGAIN`). `answer` is a
+        person's about a `once` call. Returns the result (or a Pending), whether it failed,
+        and the action (`CallRecovered.action`)."""
+        call = record.calls[i]
+        call.tool, call.args = recorded.tool, recorded.args  # the key stays with them
         if recorded.ended:
             return recorded.result, recorded.error, "result_used"
         if recorded.effects == ONCE and answer not in (HAPPENED, AGAIN, FAIL):
@@ -85,8 +116,42 @@ class Calling:
             out, failed = {"note": note("once_happened", reason=why)}, False
         elif answer == FAIL:
             out, failed = {"error": note("once_failed", reason=why)}, True
-        else:
-            out, failed = self.invoke(state, record, ToolCall(recorded.tool, recorded.args))
-            return out, failed, answer or "ran_again"
-        self.ended(state, record, out, failed)
+        else:  # the caller runs it again, with its key (calls.RUN_AGAIN)
+            return None, False, answer or RAN_AGAIN
+        self.ended(state, record, i, out, failed)
         return out, failed, answer
+
+
+def _run(tool: Tool, args: dict[str, Any], ctx: RunContext) -> tuple[Any, bool]:
+    """The tool's result and whether it failed: a failure is what the model reads next."""
+    try:
+        return tool.invoke(args, ctx), False
+    except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
+        raise
+    except ToolError as exc:
+        return {"error": str(exc)}, True
+    except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
+        return {"error": f"{type(exc).__name__}: {exc}"}, True
+
+
+def _timed(tool: Tool, args: dict[str, Any], ctx: RunContext) -> Callable[[], Any]:
+    """The work of one call of `each`, with how long it took: an async tool's is a coroutine
+    function (it runs on the step's event loop)."""
+    if tool.is_async:
+        async def awaited() -> tuple[tuple[Any, bool], float]:
+            t0 = time.perf_counter()
+            try:
+                out = await tool.ainvoke(args, ctx), False
+            except UserError:
+                raise
+            except ToolError as exc:
+                out = {"error": str(exc)}, True
+            except Exception as exc:  # a tool's bug is an observation, not our crash
+                out = {"error": f"{type(exc).__name__}: {exc}"}, True
+            return out, time.perf_counter() - t0
+        return awaited
+
+    def work() -> tuple[tuple[Any, bool], float]:
+        t0 = time.perf_counter()
+        return _run(tool, args, ctx), time.perf_counter() - t0
+    return work

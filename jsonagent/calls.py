@@ -36,6 +36,10 @@ KEY_META = "idempotency_key"
 # A person's answer about a `once` call that started and has no recorded result. Each
 # answer is accepted under its short name and the words the question offers.
 HAPPENED, AGAIN, FAIL = "happened", "again", "fail"
+RAN_AGAIN = "ran_again"
+"""A call cut short whose effects let it run again with its key: it is, unasked."""
+RUN_AGAIN = (RAN_AGAIN, AGAIN)
+"""The actions after which a recovered call runs again."""
 ONCE_ANSWERS = {HAPPENED: ("happened", "it happened"),
                 AGAIN: ("again", "run it again", "run again"),
                 FAIL: ("fail", "fail the step")}
@@ -45,6 +49,11 @@ def call_key(run_id: str, step: int, index: int = 0) -> str:
     """The one key of a tool call: `RUN.STEP.INDEX`. Readable in a log or a payment
     API's dashboard, and unique since run ids are."""
     return f"{run_id}.{step}.{index}"
+
+
+def call_index(key: str) -> int:
+    """The index in its step of the call whose key this is."""
+    return int(key.rsplit(".", 1)[1])
 
 
 def sub_run_id(key: str) -> str:

@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 from contextlib import contextmanager
+from inspect import iscoroutinefunction
 from typing import Any, Callable, Iterator
 
 from .errors import Cancelled
@@ -175,6 +176,33 @@ class CancelToken:
                 if helper is not None:  # it finishes the abandoned call, then ends
                     helper.tasks.put(_STOP)
 
+    def each(self, works: list[Callable[[], Any]]) -> Iterator[tuple[int, bool, Any]]:
+        """Every work at once, each in a thread of its own with this token current (the
+        coroutine functions on one event loop); yields `(index, ok, result or exception)` as
+        each ends. A cancel raises Cancelled here at once, and stops the works (`watching`, a
+        task's cancel). What a work hands this thread (`on_caller`) is done here."""
+        self.check()
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        remove = self.on_cancel(lambda: inbox.put(_CANCELLED))
+        waits = [(i, w) for i, w in enumerate(works) if iscoroutinefunction(w)]
+        for i, work in enumerate(works):
+            if not iscoroutinefunction(work):
+                _worker(self, inbox, _ended, inbox, i, work)
+        if waits:
+            _worker(self, inbox, _awaited, self, inbox, waits)
+        try:
+            for _ in works:
+                while (item := inbox.get()) is not _CANCELLED and item[0] == "run":
+                    _serve(item)
+                if item is _CANCELLED:
+                    raise Cancelled(self.reason)
+                yield item
+        except KeyboardInterrupt:
+            self.cancel(Reason.BY_USER)
+            raise
+        finally:
+            remove()
+
     def call_here(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`fn(*args, **kwargs)` in this thread, for work that stops by itself when the token
         is cancelled (our tool handlers and model backends, which register how through
@@ -236,6 +264,45 @@ class _Helper:
             except BaseException as exc:  # handed to the waiting thread, which raises it
                 inbox.put(("raise", exc))
             del task, token, context, fn, emit, inbox  # an idle helper keeps no run alive
+
+
+def _worker(token: CancelToken, inbox: queue.SimpleQueue, fn: Callable[..., Any],
+            *args: Any) -> None:
+    """`fn(*args)` as work of `token`'s run, in a daemon thread of its own: a tool that
+    ignores a cancel goes on there, and never holds the process at its exit."""
+    def run() -> None:
+        _current.set(token)
+        _caller.set(inbox)
+        fn(*args)
+
+    context = contextvars.copy_context()
+    quiet(threading.Thread(target=context.run, args=(run,), daemon=True)).start()
+
+
+def _ended(inbox: queue.SimpleQueue, i: int, work: Callable[[], Any]) -> None:
+    try:
+        inbox.put((i, True, work()))
+    except BaseException as exc:  # handed to the waiting thread (a task's cancel too)
+        inbox.put((i, False, exc))
+
+
+def _awaited(token: CancelToken, inbox: queue.SimpleQueue, works: list) -> None:
+    """The coroutine functions of `each`, as tasks of one event loop."""
+    import asyncio
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        tasks = [asyncio.ensure_future(w()) for _, w in works]
+        for (i, _), task in zip(works, tasks):
+            task.add_done_callback(lambda t, i=i: _ended(inbox, i, t.result))
+        remove = token.on_cancel(lambda: loop.call_soon_threadsafe(
+            lambda: [t.cancel() for t in tasks]))
+        try:
+            await asyncio.wait(tasks)
+        finally:
+            remove()
+
+    asyncio.run(main())
 
 
 def quiet(thread: threading.Thread) -> threading.Thread:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 JsonMode = Literal["schema", "object", "prompt"]
 JSON_MODES: tuple[JsonMode, ...] = ("schema", "object", "prompt")
@@ -113,9 +113,23 @@ class AgentConfig(BaseModel):
     the tool results and the person's answers (grounding.py); one found nowhere gets one
     nudge, and calling the final tool again confirms it. None takes the model's: on, except
     for a model whose replies are written ahead (a script cannot answer a nudge)."""
+    parallel_calls: int = 1
+    """The most tool calls one step may make, run side by side: 1 keeps today's one call a
+    step; N of 2 or more has the model reply {"thought": ..., "calls": [...]} with 1 to N
+    calls, for models that plan in parallel (the JSON prompt style only). N is also how
+    many of a step's calls run at once."""
     confirm: list[str] = []
     """Tools whose every call waits for a person's approval, beside those whose spec says so."""
     retry: RetryConfig = Field(default_factory=RetryConfig.model_construct)  # no validator built
     """Retries of failed model requests, and fallback to the next model (`Agent(model=[...])`)."""
     limits: UsageLimits = UsageLimits.model_construct()
     """What one run may use (see UsageLimits); a tool's own limit is its spec's max_calls."""
+
+    @field_validator("parallel_calls", mode="before")
+    @classmethod
+    def _calls(cls, n: object) -> object:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"parallel_calls is the most tool calls one step may make: 1 (one "
+                             f"call a step, the default) or more, to run several side by "
+                             f"side; got {n!r}")
+        return n

@@ -119,7 +119,8 @@ class AgentCall:
             session_id = None
         done = len(before.steps) + before.sub_steps
         session = Session(self._deps(done + _left(ctx.run)), session_id, ctx.store, parent=ctx)
-        events = session.iter_resume(resume.answer, resume.approved, resume.reason, run)
+        events = session.iter_resume(resume.answer, resume.approved, resume.reason, run,
+                                     items=resume.given_items())
         return self._drive(ctx, session, events, before)
 
     def _deps(self, left: int):

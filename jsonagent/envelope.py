@@ -20,13 +20,18 @@ from pydantic import ValidationError
 from . import dialects
 from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
 from .repair import NOT_JSON, THINK, fix_keys, load_object
-from .reply import ENVELOPE_KEYS, Parsed, ReplyProblem, Step
+from .notes import note
+from .reply import ENVELOPE_KEYS, CallEnvelope, ParallelStep, Parsed, ReplyProblem, Step
+from .state import CallRecord
 from .tools.schema import got, json_pointer, short_json
 from .tools.toolset import Toolset
 
 
-def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | ReplyProblem:
-    """`cut`: the reply reached its token cap (the text may still have been closed validly)."""
+def parse_reply(text: str, toolset: Toolset, cut: bool = False,
+                most: int = 1) -> Parsed | ReplyProblem:
+    """`cut`: the reply reached its token cap (the text may still have been closed validly).
+    `most`: the calls a step may make; from 2 on, the envelope holds a list of them
+    (`ParallelStep`), and a reply in the one-call envelope is one call."""
     repairs: list[str] = []
     try:
         strict = json.loads(text)
@@ -41,6 +46,8 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
         return data
     if reading is None:
         data = fix_keys(data, repairs)
+        if most > 1 and "calls" in data:
+            return _several(data, toolset, most, cut, repairs, strict, text)
     try:
         step = Step.model_validate(data)
     except ValidationError as exc:
@@ -52,17 +59,75 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False) -> Parsed | Repl
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
         step = step.model_copy(update={"tool_name": found.name})
+    problem = _checked(found, step.args_list, cut, repairs)
+    if problem is not None:
+        return problem
+    as_written = reading is None and not repairs and strict == {
+        "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
+    return Parsed(step.thought, [CallRecord(tool=step.tool_name, args=step.args_list)],
+                  repairs, note, raw=text if as_written else None)
+
+
+def _checked(found: Any, args: dict[str, Any], cut: bool, repairs: list[str],
+             where: str = "") -> ReplyProblem | None:
+    """A call's arguments against its tool's schema; a final answer that may be cut off."""
     if found.final and (cut or "closed_truncated_json" in repairs):
         return ReplyProblem("json", "your reply was cut off at the length limit, so the final "
                             "answer may be incomplete; send it again, shorter", repairs)
-    errors = found.spec.validate_args(step.args_list)
+    errors = found.spec.validate_args(args)
     if errors:
-        shown = "; ".join(f"/args_list{e.path}: {e.message}" for e in errors[:4])
+        shown = "; ".join(f"{where}/args_list{e.path}: {e.message}" for e in errors[:4])
         more = f" (+{len(errors) - 4} more)" if len(errors) > 4 else ""
         return ReplyProblem("args", f"bad arguments for {found.name}: {shown}{more}", repairs)
-    as_written = reading is None and not repairs and strict == {
-        "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
-    return Parsed(step, repairs, note, raw=text if as_written else None)
+    return None
+
+
+def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
+             repairs: list[str], strict: Any, text: str) -> Parsed | ReplyProblem:
+    """A step of 1 to `most` calls, each checked as a one-call step's is; the final tool
+    only alone. A problem names the call it is in (`/calls/1/...`)."""
+    if "thought" not in data:
+        data = {**data, "thought": ""}
+        repairs.append("missing_thought")
+    try:
+        plan = ParallelStep.model_validate(data)
+    except ValidationError as exc:
+        return ReplyProblem("envelope", _envelope_message(exc), repairs)
+    if not plan.calls or len(plan.calls) > most:
+        told = note("calls_too_many", n=len(plan.calls), most=most) if plan.calls \
+            else note("calls_none", most=most)
+        return ReplyProblem("calls", told, repairs)
+    calls = []
+    for n, item in enumerate(plan.calls):
+        where, own = f"/calls/{n}", []
+        item = fix_keys({"thought": "", **item}, own)
+        item.pop("thought", None)
+        repairs += [f"{where}:{r}" for r in own]
+        try:
+            call = CallEnvelope.model_validate(item)
+        except ValidationError as exc:
+            return ReplyProblem("envelope", _envelope_message(exc, where), repairs)
+        found = toolset.find(call.tool_name)
+        if found is None:
+            return ReplyProblem("tool", f"{where}/tool_name: unknown tool "
+                                f"{short_json(call.tool_name)}; expected one of: "
+                                f"{', '.join(toolset.names)}", repairs)
+        if found.name != call.tool_name:
+            repairs.append(f"{where}:tool_name_case")
+            call = CallEnvelope.model_construct(tool_name=found.name,
+                                                args_list=call.args_list)
+        problem = _checked(found, call.args_list, cut, repairs, where)
+        if problem is not None:
+            return problem
+        calls.append(CallRecord(tool=call.tool_name, args=call.args_list))
+    final = toolset.final.name
+    if len(calls) > 1 and any(c.tool == final for c in calls):
+        others = len(calls) - 1
+        return ReplyProblem("calls", note("calls_final_alone", final=final, others=others,
+                                          s="" if others == 1 else "s"), repairs)
+    as_written = not repairs and strict == {"thought": plan.thought, "calls": [
+        {"tool_name": c.tool, "args_list": c.args} for c in calls]}
+    return Parsed(plan.thought, calls, repairs, raw=text if as_written else None)
 
 
 def _read_dialect(text: str) -> dialects.Reading | None:
@@ -197,9 +262,12 @@ def _dialect_note(reading: dialects.Reading) -> str | None:
 
 
 def response_schema(toolset: Toolset, thought_max: int | None = None,
-                    without: str | None = None) -> dict[str, Any]:
+                    without: str | None = None, most: int = 1) -> dict[str, Any]:
     """One alternative per tool: tool_name a const, args_list that tool's own schema.
-    `without` leaves one tool out (never the final one): a step that must not call it."""
+    `without` leaves one tool out (never the final one): a step that must not call it.
+    `most` from 2 on: a list of 1 to `most` such calls, or the final tool's call alone."""
+    if most > 1:
+        return _several_schema(toolset, thought_max, without, most)
     thought: dict[str, Any] = {"type": "string"}
     if thought_max:
         thought["maxLength"] = thought_max
@@ -218,6 +286,34 @@ def response_schema(toolset: Toolset, thought_max: int | None = None,
     schema: dict[str, Any] = {"type": "object", "anyOf": alternatives}
     if defs:
         schema["$defs"] = defs
+    return schema
+
+
+def _several_schema(toolset: Toolset, thought_max: int | None, without: str | None,
+                    most: int) -> dict[str, Any]:
+    one = response_schema(toolset, thought_max, without)
+    calls, final = [], None
+    for alternative in one["anyOf"]:
+        props = alternative["properties"]
+        call = {"type": "object",
+                "properties": {"tool_name": props["tool_name"], "args_list": props["args_list"]},
+                "required": ["tool_name", "args_list"], "additionalProperties": False}
+        if props["tool_name"]["const"] == toolset.final.name:
+            final = call
+        else:
+            calls.append(call)
+    thought = one["anyOf"][0]["properties"]["thought"]
+
+    def step(items: list[dict[str, Any]], n: int) -> dict[str, Any]:
+        return {"type": "object", "properties": {"thought": thought, "calls": {
+            "type": "array", "items": {"anyOf": items} if len(items) > 1 else items[0],
+            "minItems": 1, "maxItems": n}},
+                "required": ["thought", "calls"], "additionalProperties": False}
+
+    schema: dict[str, Any] = {"type": "object", "anyOf": [
+        *([step(calls, most)] if calls else []), step([final], 1)]}
+    if "$defs" in one:
+        schema["$defs"] = one["$defs"]
     return schema
 
 
@@ -243,20 +339,21 @@ def _hoist_defs(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], di
 
 
 def response_format(mode: str, toolset: Toolset, thought_max: int | None = None,
-                    without: str | None = None) -> dict | None:
+                    without: str | None = None, most: int = 1) -> dict | None:
     if mode == "schema":
         return {"type": "json_schema",
                 "json_schema": {"name": "agent_step", "strict": False,
-                                "schema": response_schema(toolset, thought_max, without)}}
+                                "schema": response_schema(toolset, thought_max, without,
+                                                          most)}}
     if mode == "object":
         return {"type": "json_object"}
     return None
 
 
-def _envelope_message(exc: ValidationError) -> str:
+def _envelope_message(exc: ValidationError, within: str = "") -> str:
     parts = []
     for err in exc.errors()[:3]:
-        where = json_pointer(err["loc"]) or "/"
+        where = within + json_pointer(err["loc"]) or "/"
         if err["type"] == "missing":
             parts.append(f"{where}: required key is missing")
         elif err["type"] == "extra_forbidden":

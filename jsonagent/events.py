@@ -99,6 +99,9 @@ class RunResumed(Event):
     reason: str | None = None
     note: str | None = None
     """What the model was told about the pause (a restarted code interpreter)."""
+    items: dict[str, Any] | None = None
+    """Each item's input by its id (`answer`, `approve`, `reason`), when the run waited for
+    several."""
 
 
 @_slotted
@@ -185,7 +188,25 @@ class StepTaken(Event):
     thought: str
     tool: str
     args: dict[str, Any]
+    """The step's call; in a step of several calls, its first (`calls` lists them all)."""
     repairs: list[str]
+    calls: list[dict[str, Any]] | None = None
+    """A step of several calls: each `{"tool": ..., "args": ...}`, in order; each then has a
+    ToolCall when it starts. None for a step of one call, whose call this event is."""
+
+
+@_slotted
+class ToolCall(Event):
+    """A call of a step of several starts; the calls that run together start together."""
+
+    type: Literal["tool_call"] = "tool_call"
+    step: int
+    call: int
+    """Its index in the step."""
+    tool: str
+    args: dict[str, Any]
+    key: str
+    """The call's key (calls.py)."""
 
 
 @_slotted
@@ -195,6 +216,8 @@ class Approval(Event):
     tool: str
     approved: bool
     reason: str | None = None
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted
@@ -207,6 +230,8 @@ class ToolResult(Event):
     duration_s: float
     note: str | None = None
     """What the loop added for the model beside the observation."""
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted
@@ -223,6 +248,8 @@ class CallRecovered(Event):
     """`result_used` (it had ended: never run again), `ran_again` (with the same key),
     `asked` (a `once` call: a person says what happened), or the person's answer:
     `happened`, `again`, `fail`."""
+    call: int = 0
+    """Which call of its step: its index, 0 in a step of one call."""
 
 
 @_slotted
@@ -325,7 +352,7 @@ DELTAS = {"thought": ThoughtDelta, "tool": ToolNameKnown, "args": ArgsDelta}
 
 
 AnyEvent = Annotated[Union[RunStart, RunResumed, ModelCall, ModelRetry, ModelFallback, Reask,
-                           JsonModeChange, StepTaken,
+                           JsonModeChange, StepTaken, ToolCall,
                            Approval, ToolResult, CallRecovered, SummaryCall, ContextChange,
                            RunEnd],
                      Field(discriminator="type")]

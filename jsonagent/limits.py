@@ -42,11 +42,12 @@ class Limits:
         ever appended, so each is counted once (a resumed run's Loop counts them again)."""
 
     def check(self, s: RunState, *, tokens: Callable[[], int] | None = None,
-              price: Price | None = None, tool: str | None = None) -> str | None:
+              price: Price | None = None, tool: str | None = None,
+              call: int = 0) -> str | None:
         """Before a model request (`tokens` counts its prompt; `price` is that of the model
-        it goes to, the requester's), or before the call of `tool` (the step in flight):
-        raise LimitReached when it would take the run past one of its limits; return the
-        observation that refuses a call past the tool's own."""
+        it goes to, the requester's), or before the call of `tool` (call `call` of the step
+        in flight): raise LimitReached when it would take the run past one of its limits;
+        return the observation that refuses a call past the tool's own."""
         if not self.on:
             return None
         if tool is None:
@@ -56,10 +57,14 @@ class Limits:
                     if name in TOKENS else "the run needs another model request"
                 self._within(name, used, more, what)
             return None
+        later = s.steps[-1].calls[call + 1:]  # the step's calls after this one: not yet
         if "tool_calls" in self.set:
-            self._within("tool_calls", self._calls(s) - 1, 1, "the model asked for another")
+            self._within("tool_calls", self._calls(s) - 1 - sum(c.tool != self.final
+                                                                for c in later),
+                         1, "the model asked for another")
         limit = self.per_tool.get(tool)
-        if limit is not None and self._calls(s, tool) - 1 >= limit:
+        if limit is not None and \
+                self._calls(s, tool) - 1 - sum(c.tool == tool for c in later) >= limit:
             return note("tool_limit", tool=tool, limit=limit, s=_s(limit), final=self.final)
         return None
 
@@ -121,9 +126,10 @@ class Limits:
         one in flight included."""
         steps, counts = s.steps, self._calls_of
         for i in range(self._tallied, len(steps)):
-            name = steps[i].tool
-            counts[name] = counts.get(name, 0) + 1
-            self._all_calls += name != self.final
+            for call in steps[i].calls:
+                name = call.tool
+                counts[name] = counts.get(name, 0) + 1
+                self._all_calls += name != self.final
         self._tallied = len(steps)
         return self._all_calls if tool is None else counts.get(tool, 0)
 

@@ -282,13 +282,14 @@ def budget(model: Model, config: AgentConfig) -> int | None:
 
 def _turn_starts(messages: list[Message], start: int) -> list[int]:
     """Where each turn begins, from `start` on: a user message alone, or a step with its
-    observation. The history is only ever cut at these points."""
+    observations (one a call). The history is only ever cut at these points."""
     starts, i = [], start
     while i < len(messages):
         starts.append(i)
-        pair = messages[i].role == "assistant" and i + 1 < len(messages) \
-            and messages[i + 1].role == "observation"
-        i += 2 if pair else 1
+        step = messages[i].role == "assistant"
+        i += 1
+        while step and i < len(messages) and messages[i].role == "observation":
+            i += 1
     return starts
 
 

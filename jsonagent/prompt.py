@@ -14,23 +14,31 @@ from string import Template
 from .envelope import response_format
 from .models import Message as WireMessage
 from .notes import template
-from .reply import ReplyProblem
+from .reply import ReplyProblem, envelope_text
 from .state import Message
 from .tools.core import ASK_HUMAN_TOOL, FINAL_TOOL
 from .tools.toolset import Toolset
 
 
 class JsonStyle:
-    """Every reply is one JSON object; observations go back as JSON."""
+    """Every reply is one JSON object; observations go back as JSON. With `most` of 2 or
+    more, a reply holds a list of 1 to `most` calls (`AgentConfig.parallel_calls`)."""
 
     name = "json"
     stop: list[str] | None = None
     """Stop sequences to send with each request."""
 
+    def __init__(self, most: int = 1):
+        self.most = most
+
     def system(self, toolset: Toolset) -> str:
         tools = "\n".join(t.spec.shown for t in toolset)
+        envelope = envelope_text("several" if self.most > 1 else "one")
+        rule = Template(envelope["rule"]).safe_substitute(most=self.most,
+                                                          final=toolset.final.name)
         return Template(template("system.md")).safe_substitute(
-            more_rules=_more_rules(toolset), tools=tools).strip()
+            reply=envelope["reply"], rule=rule, more_rules=_more_rules(toolset),
+            tools=tools).strip()
 
     def render(self, messages: list[Message], observation_role: str = "user", *,
                tool_calls: bool = False) -> list[WireMessage]:
@@ -43,10 +51,10 @@ class JsonStyle:
 
     def response_format(self, mode: str, toolset: Toolset, thought_max: int | None = None,
                         without: str | None = None) -> dict | None:
-        return response_format(mode, toolset, thought_max, without)
+        return response_format(mode, toolset, thought_max, without, self.most)
 
     def reask(self, problem: ReplyProblem, toolset: Toolset) -> str:
-        return problem.for_model(toolset)
+        return problem.for_model(toolset, self.most)
 
 
 class ReactStyle:
@@ -59,6 +67,8 @@ class ReactStyle:
     name = "react"
     stop: list[str] | None = ["Observation:"]
     """Stop sequences to send with each request."""
+    most = 1
+    """An action a reply: the text protocol has no list of calls."""
 
     def system(self, toolset: Toolset) -> str:
         final = toolset.final
@@ -97,21 +107,23 @@ class ReactStyle:
 
 
 def _tool_call_form(messages: list[Message], observation_role: str) -> list[WireMessage]:
-    """A step followed by its result becomes an assistant message with `tool_calls` and a
-    `tool` message answering it. The step's JSON stays as the content: it holds the thought,
-    which the call alone would lose, and it shows the model the form it is asked to write.
-    Anything else (a re-asked raw reply, a result whose step was summarised away) keeps the
-    plain form."""
+    """A step followed by its results becomes an assistant message with `tool_calls` (one a
+    call of the step) and a `tool` message answering each. The step's JSON stays as the
+    content: it holds the thought, which the calls alone would lose, and it shows the model
+    the form it is asked to write. Anything else (a re-asked raw reply, a result whose step
+    was summarised away) keeps the plain form."""
     out: list[WireMessage] = []
     seen: dict[str, int] = {}
+    answering: list[dict] = []  # the calls of the step just shown, each to be answered
     for i, m in enumerate(messages):
-        if m.role == "observation" and out and out[-1].get("tool_calls"):
-            out.append({"role": "tool", "tool_call_id": out[-1]["tool_calls"][0]["id"],
+        if m.role == "observation" and answering:
+            out.append({"role": "tool", "tool_call_id": answering.pop(0)["id"],
                         "content": m.content})
             continue
+        answering = []
         answered = i + 1 < len(messages) and messages[i + 1].role == "observation"
-        call = _call(m.content) if m.role == "assistant" and answered else None
-        if call is None:
+        calls = _calls(m.content) if m.role == "assistant" and answered else None
+        if calls is None:
             out.append(_plain(m, observation_role))
             continue
         # the id comes from the step itself, so every request shows the same one (and the
@@ -119,8 +131,9 @@ def _tool_call_form(messages: list[Message], observation_role: str) -> list[Wire
         digest = hashlib.sha1(m.content.encode()).hexdigest()[:12]
         seen[digest] = seen.get(digest, 0) + 1
         call_id = f"call_{digest}" + (f"_{seen[digest]}" if seen[digest] > 1 else "")
-        out.append({"role": "assistant", "content": m.content, "tool_calls": [
-            {"id": call_id, "type": "function", "function": call}]})
+        answering = [{"id": call_id if len(calls) == 1 else f"{call_id}.{n}",
+                      "type": "function", "function": call} for n, call in enumerate(calls)]
+        out.append({"role": "assistant", "content": m.content, "tool_calls": list(answering)})
     return out
 
 
@@ -128,15 +141,18 @@ def _plain(m: Message, observation_role: str) -> WireMessage:
     return {"role": observation_role if m.role == "observation" else m.role, "content": m.content}
 
 
-def _call(content: str) -> dict | None:
+def _calls(content: str) -> list[dict] | None:
+    """The calls of a stored step, in the form of a `tool_calls` entry's function."""
     try:
         step = json.loads(content)
-        name, args = step["tool_name"], step["args_list"]
+        calls = step["calls"] if "calls" in step else [step]
+        named = [(c["tool_name"], c["args_list"]) for c in calls]
     except (ValueError, TypeError, KeyError):
         return None
-    if not isinstance(name, str):
+    if not named or not all(isinstance(name, str) for name, _ in named):
         return None
-    return {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+    return [{"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+            for name, args in named]
 
 
 def _more_rules(toolset: Toolset, final_rule: bool = True) -> str:
@@ -182,7 +198,15 @@ PromptStyle = JsonStyle | ReactStyle
 STYLES: dict[str, PromptStyle] = {"json": JsonStyle(), "react": ReactStyle()}
 
 
-def prompt_style(name: str = "json") -> PromptStyle:
+def prompt_style(name: str = "json", most: int = 1) -> PromptStyle:
+    """The style `name`; `most` calls a reply, from 2 on (the JSON style only)."""
+    if most > 1:
+        if name != "json":
+            from .errors import ConfigError
+
+            raise ConfigError(f"parallel_calls={most} needs the json prompt style: the "
+                              f"{name} style writes one action a reply")
+        return JsonStyle(most)
     return STYLES[name]
 
 

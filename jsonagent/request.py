@@ -30,6 +30,8 @@ from .state import Message, RunState
 
 log = logging.getLogger("jsonagent")
 
+_PARALLEL = {"parallel_tool_calls": True}
+
 THOUGHT_CUT = "thought cut"
 """`usage.counting` of a reply the loop stopped where its thought passed the cap: its tokens
 are estimated, and the envelope is not asked what it makes of it."""
@@ -137,13 +139,16 @@ class Requester:
         self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire), price=self.price)
         self._t0 = time.perf_counter()
         cap = self._thought_cap(s)
+        # a step of several calls, in the tool-call form: the endpoint is told a reply may
+        # hold several (a model that takes the form takes the keyword; see models/)
+        more = _PARALLEL if s.tool_calls and self.style.most > 1 else {}
         try:
             if self.watched is not None and self.watched():
-                return (yield from self._streamed(s, wire, fmt, index, attempt, cap))
+                return (yield from self._streamed(s, wire, fmt, index, attempt, cap, more))
             if cap is not None:
                 return self.call(self.model.complete, wire, fmt, stop=self.style.stop,
-                                 on_delta=cap.feed)
-            return self.call(self.model.complete, wire, fmt, stop=self.style.stop)
+                                 on_delta=cap.feed, **more)
+            return self.call(self.model.complete, wire, fmt, stop=self.style.stop, **more)
         except ThoughtTooLong:  # stopped where the thought passed its cap, to be re-asked
             return ModelReply(text=cap.text, cut=True, usage=Usage(
                 completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
@@ -193,19 +198,19 @@ class Requester:
         return ThoughtCap(cap)
 
     def _streamed(self, s: RunState, wire: list, fmt: dict | None, index: int,
-                  attempt: int, cap: ThoughtCap | None) -> Iterator[ev.Delta]:
+                  attempt: int, cap: ThoughtCap | None, more: dict) -> Iterator[ev.Delta]:
         """The model call, with what its reply makes known as it is written (live only)."""
         reader = reader_for()
         stop = self.style.stop
 
         def write(emit: Callable[[str], None]) -> ModelReply:
             if cap is None:
-                return self.model.complete(wire, fmt, stop=stop, on_delta=emit)
+                return self.model.complete(wire, fmt, stop=stop, on_delta=emit, **more)
 
             def on_delta(piece: str) -> None:
                 emit(piece)
                 cap.feed(piece)
-            return self.model.complete(wire, fmt, stop=stop, on_delta=on_delta)
+            return self.model.complete(wire, fmt, stop=stop, on_delta=on_delta, **more)
 
         writing = self.cancel.stream(write)
         while True:

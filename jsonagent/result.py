@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from .usage import Usage
-from .state import Pending, Stats, StepRecord
+from .state import Pending, Stats, StepRecord, flat_steps, step_view
 from .status import COMPLETED
 from .status import Result as Status
 
@@ -19,8 +19,10 @@ class RunResult(BaseModel):
 
     status: Status
     answer: Any = None
-    steps: list[StepRecord] = []
-    """This run's steps (a resumed run's too, from its start)."""
+    steps: Annotated[list[StepRecord], BeforeValidator(flat_steps),
+                     PlainSerializer(lambda steps: [step_view(s) for s in steps])] = []
+    """This run's steps (a resumed run's too, from its start); as JSON, a step of one call
+    has that call's fields, and a step of several the list of them (`state.step_view`)."""
     usage: Usage = Field(default_factory=Usage)
     stats: Stats = Field(default_factory=Stats)
     error: str | None = None

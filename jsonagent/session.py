@@ -19,7 +19,8 @@ from .cancel import CancelToken, on_caller
 from .ctrlc import ctrl_c_held, ctrl_c_watched
 from .journal import Journal
 from .errors import ConfigError, SessionBusy
-from .loop import Loop, Resume
+from .acting import Resume, unfit
+from .loop import Loop
 from .notes import note
 from .result import RunResult
 from .state import MemoryState, Message, RunState, new_id
@@ -116,7 +117,7 @@ class Session:
         """A new message; when the last run waits for an answer to a question, the answer."""
         last = self.store.last_run(self.id) if self.store is not None else self.last
         if last is not None and last.status == NEEDS_HUMAN:
-            if last.pending.kind in ("question", "once"):
+            if last.pending.kind in ("question", "once") and not last.pending.items:
                 return self.resume(answer=text, run=last.run_id)
             raise ConfigError(f"run {last.run_id} waits for an approval of "
                               f"{last.pending.tool}: call resume(approve=True or False)")
@@ -141,13 +142,17 @@ class Session:
         return self._drive(state, None, deltas)
 
     def resume(self, answer: str | None = None, approve: bool | None = None,
-               reason: str | None = None, run: str | RunState | None = None) -> RunResult:
-        return drain(self.iter_resume(answer, approve, reason, run))
+               reason: str | None = None, run: str | RunState | None = None, *,
+               items: dict[str, dict] | None = None) -> RunResult:
+        return drain(self.iter_resume(answer, approve, reason, run, items=items))
 
     def iter_resume(self, answer: str | None = None, approve: bool | None = None,
                     reason: str | None = None, run: str | RunState | None = None, *,
-                    deltas: Watched = None) -> Iterator[ev.Event]:
-        """Go on with a paused or interrupted run (by default this session's last one)."""
+                    deltas: Watched = None,
+                    items: dict[str, dict] | None = None) -> Iterator[ev.Event]:
+        """Go on with a paused or interrupted run (by default this session's last one).
+        `items`: when it waits for several items (the calls of a step of several), each
+        one's `answer`, `approve` and `reason` by its id; one left out takes the others."""
         if isinstance(run, RunState):
             state = run.model_copy(deep=True)
         elif self.store is not None:
@@ -160,19 +165,20 @@ class Session:
             state = self.last
         else:
             raise ConfigError(f"no run {run} here: resuming a run by its id needs a store")
-        _check_input(state, answer, approve)
+        _check_input(state, Resume.given(answer, approve, reason, items))
         if self.store is not None:
             state = self.store.claim_run(state.run_id, self.deps.busy_wait_s)
-        return self.iter_claimed(state, answer, approve, reason, deltas=deltas)
+        return self.iter_claimed(state, answer, approve, reason, deltas=deltas, items=items)
 
     def iter_claimed(self, state: RunState, answer: str | None = None,
                      approve: bool | None = None, reason: str | None = None, *,
-                     deltas: Watched = None) -> Iterator[ev.Event]:
+                     deltas: Watched = None,
+                     items: dict[str, dict] | None = None) -> Iterator[ev.Event]:
         """Go on with a run this process has claimed from the store already (a server's
         worker takes its runs with `Store.next_run`)."""
         if state.seq == 0:  # a queued run, or one that died before its first event: start it
             state.status = RUNNING
-        return self._drive(state, Resume(answer=answer, approved=approve, reason=reason), deltas)
+        return self._drive(state, Resume.given(answer, approve, reason, items), deltas)
 
     def enqueue(self, text: str, *, traceparent: str | None = None, run_id: str | None = None,
                 **config: Any) -> RunState:
@@ -287,25 +293,32 @@ class Session:
 
 def _closed(last: RunState) -> list[Message]:
     """The history after `last`: a run that stopped while a tool ran (a crash, a failure)
-    ends on a call without a result; close it, so the model never sees one."""
+    ends on a step without its results; close it, so the model never sees one."""
     history = last.messages[1:]
     if last.status != COMPLETED and last.pending is None and history \
             and history[-1].role == "assistant":
-        tool = json.loads(history[-1].content).get("tool_name", "")
-        body = {"tool_name": tool, "response": {"error": note("tool_interrupted")}}
-        history = [*history, Message(role="observation", content=json.dumps(body))]
+        step = json.loads(history[-1].content)
+        for call in step.get("calls") or [step]:
+            body = {"tool_name": call.get("tool_name", ""),
+                    "response": {"error": note("tool_interrupted")}}
+            history = [*history, Message(role="observation", content=json.dumps(body))]
     return history
 
 
-def _check_input(state: RunState, answer: str | None, approve: bool | None) -> None:
+def _check_input(state: RunState, given: Resume) -> None:
     """Refuse a resume that does not fit what the run waits for, before touching the run."""
-    pending = state.pending
+    pending, answer, approve = state.pending, given.answer, given.approved
     if state.status not in RESUMABLE:
         raise ConfigError(f"run {state.run_id} has ended ({state.status}); nothing to resume")
     if pending is None:
-        if answer is not None or approve is not None:
+        if answer is not None or approve is not None or given.items:
             raise ConfigError(f"run {state.run_id} waits for nothing; resume it without an "
                               "answer or a decision")
+    elif pending.items and (problem := unfit(pending, given)) is not None:
+        raise ConfigError(f"run {state.run_id} waits for {len(pending.items)} items, and "
+                          f"{problem}: give each item's answer or decision by its id")
+    elif pending.items:
+        return
     elif pending.kind == "question" and answer is None:
         raise ConfigError(f"run {state.run_id} waits for an answer to {pending.question!r}")
     elif pending.kind == "approval" and approve is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from opentelemetry import metrics, trace
@@ -24,6 +24,7 @@ from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import events as ev
+from .calls import call_index, call_key
 from .status import COMPLETED, NEEDS_HUMAN, Reason
 
 SCOPE = "jsonagent"
@@ -47,11 +48,20 @@ class _Run:
     span: Any
     model: str
     tool: Any = None
-    """The execute_tool span in flight, if any."""
+    """The execute_tool span in flight of a step of one call, if any."""
     tool_step: int = 0
     tool_name: str = ""
     parent: str | None = None
     """The run id of the run whose tool call started this one (a sub-run)."""
+    calls: dict[int, Any] = field(default_factory=dict)
+    """The execute_tool spans in flight of a step of several calls, by the call's index."""
+    approved: dict[int, bool] = field(default_factory=dict)
+    """Decisions on calls of a step of several, for their spans when they start."""
+
+    def in_flight(self) -> Any:
+        """The tool call span an HTTP call or a sub-run belongs under, if any (of calls
+        side by side, the last started)."""
+        return self.tool or next(reversed(self.calls.values()), None)
 
 
 class SpanBuilder:
@@ -124,7 +134,7 @@ class SpanBuilder:
         parent_id = getattr(event, "parent_run_id", None)
         parent_run = self.runs.get(parent_id) if parent_id else None
         if parent_run is not None:
-            return trace.set_span_in_context(parent_run.tool or parent_run.span)
+            return trace.set_span_in_context(parent_run.in_flight() or parent_run.span)
         given = _context_of(getattr(state, "traceparent", None))
         if given is not None:
             return given
@@ -155,7 +165,7 @@ class SpanBuilder:
         span.end(end_time=_ns(event.t))
         parent = self.runs.get(run.parent) if run.parent else None
         # a sub-run's end hands the trace back to its parent's tool call, still in flight
-        self._outgoing((parent.tool or parent.span) if parent is not None else None)
+        self._outgoing((parent.in_flight() or parent.span) if parent is not None else None)
         if not self.runs and self._flush is not None:
             self._flush()
 
@@ -228,17 +238,32 @@ class SpanBuilder:
         if run is None:
             return
         self._end_tool(run, event.t)
+        run.tool_step, run.tool_name = event.step, event.tool
+        if event.calls:  # several calls: each has its span from its ToolCall
+            return
         run.tool = self._tool_span(run, event.run_id, event.step, event.tool, event.t,
                                    event.args)
-        run.tool_step, run.tool_name = event.step, event.tool
         self._outgoing(run.tool)
 
+    def _on_tool_call(self, event: ev.ToolCall, state: Any) -> None:
+        run = self.runs.get(event.run_id)
+        if run is None:
+            return
+        span = self._tool_span(run, event.run_id, event.step, event.tool, event.t, event.args,
+                               event.key)
+        if event.call in run.approved:
+            span.set_attribute("jsonagent.approved", run.approved.pop(event.call))
+        run.calls[event.call], run.tool_step = span, event.step
+        self._outgoing(span)
+
     def _tool_span(self, run: _Run, run_id: str, step: int, name: str, t: float,
-                   args: Any = None) -> Any:
+                   args: Any = None, key: str | None = None) -> Any:
         attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
                                  "gen_ai.tool.name": name,
-                                 "gen_ai.tool.call.id": f"{run_id}.{step}",
+                                 "gen_ai.tool.call.id": key or f"{run_id}.{step}",
                                  "gen_ai.tool.type": "function", "jsonagent.step": step}
+        if key is not None:
+            attrs["jsonagent.call"] = call_index(key)
         server = self._server(name)
         if server:
             attrs["jsonagent.mcp.server"] = server
@@ -251,24 +276,36 @@ class SpanBuilder:
 
     def _on_approval(self, event: ev.Approval, state: Any) -> None:
         run = self.runs.get(event.run_id)
-        if run is not None and run.tool is None:  # approved after a pause: the call starts now
+        if run is None:
+            return
+        if _several(event, state):  # the call's span starts with its ToolCall, if it runs
+            run.approved[event.call] = event.approved
+            return
+        if run.tool is None:  # approved after a pause: the call starts now
             run.tool = self._tool_span(run, event.run_id, event.step, event.tool, event.t)
             run.tool_step, run.tool_name = event.step, event.tool
-        if run is not None:
-            run.tool.set_attribute("jsonagent.approved", event.approved)
-            self._outgoing(run.tool)
+        run.tool.set_attribute("jsonagent.approved", event.approved)
+        self._outgoing(run.tool)
 
     def _on_tool_result(self, event: ev.ToolResult, state: Any) -> None:
         run = self.runs.get(event.run_id)
         if run is None:
             return
-        if run.tool is None or run.tool_step != event.step:
-            # resumed with an answer (in this process or another): the call's span starts
-            # from the time the result reports
-            self._end_tool(run, event.t)
-            run.tool = self._tool_span(run, event.run_id, event.step, event.tool,
-                                       event.t - event.duration_s)
-        span, run.tool = run.tool, None
+        span = run.calls.pop(event.call, None) if run.tool_step == event.step else None
+        if span is None and run.tool is not None and run.tool_step == event.step:
+            span, run.tool = run.tool, None
+        if span is None:
+            # resumed with an answer (in this process or another), or a call of several
+            # that never started (denied, refused): its span starts from the time the
+            # result reports
+            if run.tool is not None:
+                self._end_tool(run, event.t)
+            several = _several(event, state)
+            span = self._tool_span(run, event.run_id, event.step, event.tool,
+                                   event.t - event.duration_s, key=call_key(
+                                       event.run_id, event.step, event.call) if several else None)
+            if event.call in run.approved:
+                span.set_attribute("jsonagent.approved", run.approved.pop(event.call))
         base = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool}
         if event.error:
             kind = _error_type(event.observation)
@@ -281,18 +318,27 @@ class SpanBuilder:
             span.set_attribute("gen_ai.tool.call.result", _json(event.observation))
         span.end(end_time=_ns(event.t))
         self.duration.record(event.duration_s, base)
-        self._outgoing(run.span)
+        self._outgoing(run.in_flight() or run.span)
 
     def _end_tool(self, run: _Run, t: float | None) -> None:
-        """A call that got no result of its own: the final answer, or a pause for a person."""
-        if run.tool is not None:
-            run.tool.end(end_time=_ns(t) if t is not None else None)
-            run.tool = None
+        """Calls that got no result of their own: the final answer, a pause for a person."""
+        for span in [run.tool, *run.calls.values()]:
+            if span is not None:
+                span.end(end_time=_ns(t) if t is not None else None)
+        run.tool, run.calls = None, {}
 
     def _server(self, name: str) -> str | None:
         tool = self.toolset.get(name) if self.toolset is not None else None
         origin = getattr(getattr(tool, "spec", None), "origin", "") or ""
         return origin[len("mcp:"):] if origin.startswith("mcp:") else None
+
+
+def _several(event: Any, state: Any) -> bool:
+    """The event's step makes several calls (its run's state says so; else its index)."""
+    steps = getattr(state, "steps", None)
+    if steps and steps[-1].index == event.step:
+        return len(steps[-1].calls) > 1
+    return event.call > 0
 
 
 def _headers(span: Any) -> dict[str, str]:

@@ -29,17 +29,25 @@ class Verdict:
 
 
 def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
-    """Judge the last step, whose observation is in: None, or warn (it is the `after`-th
-    repeat), or stop (it repeats again after the warning)."""
+    """Judge the last step, whose observations are in: None, or warn (it is the `after`-th
+    repeat), or stop (it repeats again after the warning). A step of several calls repeats
+    another when their sets of calls (or of results) are the same, in any order."""
     if after is None or not steps:
         return None
-    last = steps[-1]
-    tool, args, observation = last.tool, last.args, last.observation
-    calls = results = 0
-    for s in steps:
-        if s.tool == tool:
-            calls += s.args == args
-            results += s.observation == observation
+    last = steps[-1].calls
+    if len(last) == 1:  # the usual step: compared without building a thing
+        tool, args, observation = last[0].tool, last[0].args, last[0].observation
+        calls = results = 0
+        for s in steps:
+            call = s.calls[0]
+            if call.tool == tool and len(s.calls) == 1:
+                calls += call.args == args
+                results += call.observation == observation
+    else:
+        mine = [(c.tool, c.args) for c in last]
+        got = [(c.tool, c.observation) for c in last]
+        calls = sum(_same([(c.tool, c.args) for c in s.calls], mine) for s in steps)
+        results = sum(_same([(c.tool, c.observation) for c in s.calls], got) for s in steps)
     kind, count = ("call", calls) if calls >= results else ("result", results)
     if count > after:
         return Verdict("stop", kind, count)
@@ -47,3 +55,14 @@ def check(steps: list[StepRecord], after: int | None) -> Verdict | None:
         return Verdict("warn", kind, count)
     return None
 
+
+def _same(these: list, those: list) -> bool:
+    """The same items, in any order (they hold dicts: no sets)."""
+    if len(these) != len(those):
+        return False
+    left = list(those)
+    for item in these:
+        if item not in left:
+            return False
+        left.remove(item)
+    return True

@@ -12,13 +12,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .usage import Usage
 from .status import RUNNING
 
 Role = Literal["system", "user", "assistant", "observation"]
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""2: a step holds a list of calls (1 kept each call's fields on its step)."""
 
 to_json = json.JSONEncoder(ensure_ascii=False).encode
 """How the history writes JSON: text as it is, not \\u-escaped. One encoder for the process:
@@ -61,20 +62,82 @@ class MemoryState(BaseModel):
 
 
 @dataclass(slots=True, kw_only=True)
-class StepRecord:
-    index: int
-    thought: str
+class CallRecord:
+    """One tool call of a step, and what became of it."""
+
     tool: str
     args: dict[str, Any]
     observation: Any = None
     error: bool = False
     """The tool failed or the call was refused; `observation` holds what the model was told."""
+    tool_s: float = 0.0
+    done: bool = False
+    """Its observation is in: a step taken up again (after a pause or a crash) runs only the
+    calls that are not done."""
+    note: str | None = None
+    """What the loop told the model beside the observation."""
+
+
+def _first(name: str) -> property:
+    def get(self: StepRecord) -> Any:
+        return getattr(self.calls[0], name)
+
+    def put(self: StepRecord, value: Any) -> None:
+        setattr(self.calls[0], name, value)
+
+    return property(get, put, doc=f"The first call's `{name}`: the step's only one, unless "
+                    "the run makes several calls a step (`AgentConfig.parallel_calls`).")
+
+
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
+    index: int
+    thought: str
+    calls: list[CallRecord]
+    """The step's tool calls, in the order the model wrote them: one, unless the run makes
+    several a step."""
     repairs: list[str] = field(default_factory=list)
     model_s: float = 0.0
     """Time spent waiting for the model, re-asks included."""
     model: str | None = None
     """The model that wrote the step, when one of several could have (a fallback model)."""
-    tool_s: float = 0.0
+
+    tool, args, observation, error, tool_s = map(_first, ("tool", "args", "observation",
+                                                          "error", "tool_s"))
+
+
+def flat_steps(steps: Any, in_flight: bool = False) -> Any:
+    """Steps read in the public shape (`step_view`) or as a state of version 1 kept them,
+    one call's fields on the step: as steps that hold their calls. Each is done, but the
+    last one of a run `in_flight`."""
+    if not isinstance(steps, list) or not steps or not isinstance(steps[0], dict):
+        return steps  # the records themselves (a run's RunResult): nothing to read
+    out = []
+    for n, step in enumerate(steps):
+        if isinstance(step, dict) and "calls" not in step:
+            step = dict(step)
+            call = {k: step.pop(k) for k in _CALL_FIELDS if k in step}
+            call["done"] = not (in_flight and n == len(steps) - 1)
+            step["calls"] = [call]
+        out.append(step)
+    return out
+
+
+_CALL_FIELDS = ("tool", "args", "observation", "error", "tool_s")
+
+
+def step_view(step: StepRecord) -> dict[str, Any]:
+    """A step as the public JSON shows it (a RunResult, an export): a step of one call with
+    that call's fields on it, as always; a step of several calls with the list of them."""
+    head = {"index": step.index, "thought": step.thought}
+    tail = {"repairs": step.repairs, "model_s": step.model_s, "model": step.model}
+    if len(step.calls) == 1:
+        c = step.calls[0]
+        return {**head, "tool": c.tool, "args": c.args, "observation": c.observation,
+                "error": c.error, **tail, "tool_s": c.tool_s}
+    return {**head, "calls": [{"tool": c.tool, "args": c.args, "observation": c.observation,
+                               "error": c.error, "tool_s": c.tool_s, "note": c.note}
+                              for c in step.calls], **tail}
 
 
 class Stats(BaseModel):
@@ -94,7 +157,7 @@ class Pending(BaseModel):
     `{"kind": "approval", "tool": ..., "args": ...}`, or `{"kind": "once", "tool": ...,
     "args": ..., "key": ...}`: a `once` call that started before a crash or a takeover and
     has no recorded result, about which a person answers `happened`, `again` or `fail`
-    (calls.py). It concerns the run's last step."""
+    (calls.py). It concerns the run's last step: one of its calls, or several (`items`)."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -107,6 +170,17 @@ class Pending(BaseModel):
     path: list[str] | None = None
     """When a sub-run waits (an agent used as a tool): the run ids from this run down to the
     waiting one; a remote A2A task is `a2a:CONTEXT/TASK`. None when this run itself waits."""
+    id: str | None = None
+    """Which call of its step this item is for (the call's key), in a step of several calls;
+    None in a step of one."""
+    items: list[Pending] | None = None
+    """Every item, when the step waits for several (approvals, questions of its calls): the
+    fields above are then the first item's. None when it waits for one."""
+
+    @property
+    def each(self) -> list[Pending]:
+        """The items the run waits for: one, or several."""
+        return self.items or [self]
 
     @model_serializer(mode="wrap")
     def _no_nulls(self, handler):  # one shape everywhere, nested or not
@@ -171,6 +245,17 @@ class RunState(BaseModel):
     """0 for a top run, its parent's depth + 1 for a sub-run."""
     sub_steps: int = 0
     """Steps its sub-runs took, all the way down: they count against this run's max_steps."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_v1(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("v", STATE_VERSION) < 2:
+            messages = data.get("messages") or [{}]
+            last = messages[-1]
+            role = last.get("role") if isinstance(last, dict) else getattr(last, "role", None)
+            data = {**data, "v": STATE_VERSION,
+                    "steps": flat_steps(data.get("steps"), in_flight=role == "assistant")}
+        return data
 
     @property
     def in_flight(self) -> bool:

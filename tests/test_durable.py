@@ -250,6 +250,7 @@ def test_an_interrupted_run_resumes_and_redoes_only_the_step_in_flight(tmp_path,
     state = RunState.model_validate_json(db.execute("SELECT state FROM runs").fetchone()[0])
     state.status, state.steps, state.messages = "running", state.steps[:2], state.messages[:5]
     state.steps[1].observation, state.stats.model_calls, state.answer = None, 2, None
+    state.steps[1].calls[0].done = False  # in flight at the crash
     db.execute("UPDATE runs SET state = ?, status = 'running', owner = ?",
                (state.model_dump_json(), json.dumps({"pid": 999999, "host": __import__(
                    "socket").gethostname(), "started": 1.0})))

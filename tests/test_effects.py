@@ -136,6 +136,7 @@ def _crash_during(db, run_id: str, step: int, ended: bool) -> None:
     state.status, state.answer, state.steps = "running", None, state.steps[:step]
     state.messages = state.messages[:2 + 2 * (step - 1) + 1]
     state.steps[-1].observation, state.stats.model_calls = None, step
+    state.steps[-1].calls[0].done = False  # in flight at the crash
     dead = json.dumps({"pid": 999999, "host": socket.gethostname(), "started": 1.0})
     conn.execute("UPDATE runs SET state = ?, status = 'running', owner = ? WHERE id = ?",
                  (state.model_dump_json(), dead, run_id))

@@ -14,6 +14,7 @@ from jsonagent.evals import (Call, Case, Contains, Dataset, Equals, Fields, Judg
                              Outcome, Python, Regex, Schema, SecondsAtMost, Status, StepsAtMost,
                              TokensAtMost, Trajectory, Variant)
 from jsonagent.result import RunResult, StepRecord
+from jsonagent.state import CallRecord
 from jsonagent.testing import ScriptedModel, step
 from jsonagent.usage import Usage
 
@@ -21,9 +22,10 @@ CASE = Case(input="What is 2**10?", name="pow")
 
 
 def outcome(answer="1024", status="completed", calls=(), seconds=1.0, tokens=(90, 10)):
-    steps = [StepRecord(index=i + 1, thought="", tool=t, args=a) for i, (t, a) in enumerate(calls)]
-    steps.append(StepRecord(index=len(steps) + 1, thought="", tool="TaskCompleteTool",
-                            args={"output": answer}))
+    steps = [StepRecord(index=i + 1, thought="", calls=[CallRecord(tool=t, args=a)])
+             for i, (t, a) in enumerate(calls)]
+    steps.append(StepRecord(index=len(steps) + 1, thought="", calls=[
+        CallRecord(tool="TaskCompleteTool", args={"output": answer})]))
     return Outcome(RunResult(status=status, answer=answer, steps=steps,
                              usage=Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1])),
                    seconds=seconds)

@@ -6,7 +6,7 @@ import json
 from jsonagent import Agent, AgentConfig, tool
 from jsonagent.grounding import nudge
 from jsonagent.numbers import in_text
-from jsonagent.state import Message, RunState, StepRecord
+from jsonagent.state import CallRecord, Message, RunState, StepRecord
 from jsonagent.testing import ScriptedModel, step
 
 FINAL = "TaskCompleteTool"
@@ -26,7 +26,8 @@ def state(question: str, *observations: tuple[str, object]) -> RunState:
 
 
 def check(s: RunState, answer: dict) -> dict | None:
-    record = StepRecord(index=len(s.steps) + 1, thought="", tool=FINAL, args=answer)
+    record = StepRecord(index=len(s.steps) + 1, thought="", calls=[CallRecord(tool=FINAL,
+                                                                              args=answer)])
     s.steps.append(record)
     return nudge(s, record, FINAL, TOOLS)
 

@@ -16,10 +16,10 @@ from .exits import guarded, fail
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
                       ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
-                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice,
-                      PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt,
-                      usage_limits)
+                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, ParallelCallsOpt,
+                      PromptStyleChoice, PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt,
+                      ToolsOpt, WorkersOpt, usage_limits)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -48,6 +48,7 @@ def batch(ctx: typer.Context,
           fallback: FallbackOpt = None, retries: RetriesOpt = 3,
           fallback_on_invalid: FallbackOnInvalidOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          parallel_calls: ParallelCallsOpt = 1,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
           sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,

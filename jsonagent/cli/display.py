@@ -37,6 +37,7 @@ class Display:
         self._label: str | None = None  # what the spinner says when no status overrides it
         self._since = 0.0  # when that began: its seconds go on after a status
         self._model_s = 0.0
+        self._left = 0  # results still to come of the step shown last (several calls)
         self._writing: tuple[str, int, int] | None = None
         """The run, step and attempt whose thought is being written on the current line."""
         self._written = ""
@@ -115,10 +116,15 @@ class Display:
                 self.err.print(took)  # ends the line the thought was written on
             elif event.thought:
                 p(f"[dim]step {event.step}[/] [italic]{escape(event.thought)}[/]{took}")
-            self._call(event.tool, event.args)
+            calls = event.calls or [{"tool": event.tool, "args": event.args}]
+            self._left = len(calls)
+            for n, call in enumerate(calls):
+                self._call(call["tool"], call["args"], f"{n + 1}. " if event.calls else "")
         elif isinstance(event, ev.ToolResult):
             style = "red" if event.error else "green"
-            p(f"  [{style}]←[/] {escape(self._fold(event.observation))} "
+            self._left -= 1
+            which = f"{event.call + 1}. " if event.call or self._left > 0 else ""
+            p(f"  [{style}]←[/] {which}{escape(self._fold(event.observation))} "
               f"[dim]({'tool ' if self.live else ''}{event.duration_s:.2f}s)[/]")
             if event.note:
                 p(f"  [yellow]! {escape(event.note)}[/]")
@@ -172,6 +178,8 @@ class Display:
         """What happens after this event, as a spinner: the model thinks, or a tool runs."""
         if isinstance(event, ev.RunStart):
             self._start("thinking… step 1,")
+        elif isinstance(event, ev.ToolResult) and self._left > 0:
+            self._start(f"running {self._left} more call{'s' if self._left > 1 else ''}…")
         elif isinstance(event, ev.ToolResult):
             self._start(f"thinking… step {event.step + 1},")
         elif isinstance(event, ev.Reask):
@@ -184,12 +192,13 @@ class Display:
         elif isinstance(event, ev.StepTaken) or isinstance(event, ev.Approval) and event.approved:
             self._start(f"running {event.tool}…")
 
-    def _call(self, tool: str, args: dict[str, Any]) -> None:
+    def _call(self, tool: str, args: dict[str, Any], which: str = "") -> None:
         """The call: short arguments inline; code and other multi-line text as a block."""
         blocks = {k: v for k, v in args.items() if isinstance(v, str) and "\n" in v} \
             if self.live else {}
         inline = {k: v for k, v in args.items() if k not in blocks}
-        self._print(f"  [bold cyan]→ {escape(tool)}[/] {escape(_brief(inline)) if inline else ''}")
+        self._print(f"  [bold cyan]→ {which}{escape(tool)}[/] "
+                    f"{escape(_brief(inline)) if inline else ''}")
         for name, text in blocks.items():
             from rich.syntax import Syntax
 

@@ -18,10 +18,10 @@ from .exits import fail, guarded
 from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
                       ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
-                      NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, PromptStyleChoice, PromptStyleOpt,
-                      RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
-                      TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources,
-                      usage_limits)
+                      NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, ParallelCallsOpt, PromptStyleChoice,
+                      PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice,
+                      SandboxOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt,
+                      tool_sources, usage_limits)
 
 if TYPE_CHECKING:
     from ..evals import Case, Report, Variant
@@ -81,6 +81,7 @@ def run(ctx: typer.Context,
         fallback: FallbackOpt = None, retries: RetriesOpt = 3,
         fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        parallel_calls: ParallelCallsOpt = 1,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,

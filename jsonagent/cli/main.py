@@ -17,12 +17,14 @@ from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
 from .batch import batch
 from .exits import debug, guarded
 from .command import PlainCommand
+from .items import each_item
 from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
                       FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
                       ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, OutputChoice,
-                      PromptStyleChoice, PromptStyleOpt, RetriesOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt, interactive, text_arg)
+                      ParallelCallsOpt, PromptStyleChoice, PromptStyleOpt, RetriesOpt, RunOptions,
+                      SandboxChoice, SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt, interactive,
+                      text_arg)
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode=None)  # plain help: rich costs ~90 ms per start
@@ -101,6 +103,7 @@ def run(ctx: typer.Context,
         fallback: FallbackOpt = None, retries: RetriesOpt = 3,
         fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        parallel_calls: ParallelCallsOpt = 1,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
         sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
@@ -131,6 +134,9 @@ def resume(ctx: typer.Context,
            deny: Annotated[bool, typer.Option("--deny", help="Refuse the pending call.")] = False,
            reason: Annotated[Optional[str], typer.Option(
                "--reason", metavar="TEXT", help="Why the call is refused; the model reads it.")] = None,
+           item: Annotated[Optional[list[str]], typer.Option(
+               "--item", metavar="ID=VALUE", help="For a run that waits for several items: "
+               "one item's approve, deny, or answer (its ID, or the index of its call).")] = None,
            no_input: NoInputOpt = False, transcript: TranscriptOpt = None,
            store: StoreOpt = None, output: OutputOpt = OutputChoice.text,
            # the shared run options; RunOptions.of(ctx) gathers them
@@ -141,6 +147,7 @@ def resume(ctx: typer.Context,
            fallback: FallbackOpt = None, retries: RetriesOpt = 3,
            fallback_on_invalid: FallbackOnInvalidOpt = None,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+           parallel_calls: ParallelCallsOpt = 1,
            temperature: TemperatureOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
            sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,
@@ -160,6 +167,9 @@ def resume(ctx: typer.Context,
     kept = open_store(store)
     state = kept.load_run(run_id).state
     pending = state.pending if state.status == NEEDS_HUMAN else None
+    items = each_item(item or [], pending, reason)
+    if pending is not None and pending.items:  # each item is checked, and named, in session.py
+        pending = None
     if pending is not None and pending.kind == "question" and answer is None:
         raise ConfigError(f"run {run_id} waits for an answer to {pending.question!r}: give it "
                           "with --answer TEXT")
@@ -178,7 +188,7 @@ def resume(ctx: typer.Context,
                           "pass --tools to choose the tools to resume with")
     decision = True if approve else False if deny else None
     _finish(display, agent.resume(run_id, answer=None if answer is None else text_arg(answer),
-                                  approve=decision, reason=reason), output)
+                                  approve=decision, reason=reason, items=items), output)
 
 
 CHAT_HELP = """/help   this text
@@ -199,6 +209,7 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          fallback: FallbackOpt = None, retries: RetriesOpt = 3,
          fallback_on_invalid: FallbackOnInvalidOpt = None,
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+         parallel_calls: ParallelCallsOpt = 1,
          temperature: TemperatureOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
          sandbox: SandboxOpt = SandboxChoice.auto, confirm_code: ConfirmCodeOpt = False,

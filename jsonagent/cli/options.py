@@ -56,6 +56,7 @@ class RunOptions(BaseModel):
     base_url: str | None = None
     api_key: str | None = None
     max_steps: int = 10
+    parallel_calls: int = 1
     max_context_tokens: int | None = None
     temperature: float | None = None
     json_mode: str | None = None
@@ -113,7 +114,8 @@ class RunOptions(BaseModel):
         from ..config import RetryConfig
         from ..tools.core import CODE_TOOL
 
-        return dict(max_steps=self.max_steps, json_mode=self.json_mode,
+        return dict(max_steps=self.max_steps, parallel_calls=self.parallel_calls,
+                    json_mode=self.json_mode,
                     prompt_style=self.prompt_style, max_context_tokens=self.max_context_tokens,
                     require_isolation=self.sandbox == "strict",
                     confirm=[CODE_TOOL] if self.confirm_code else [],
@@ -239,6 +241,9 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", metavar="KEY", help="API key. Default: $OPENAI_API_KEY.")]
 MaxStepsOpt = Annotated[int, typer.Option(
     "--max-steps", min=1, metavar="N", help="Tool calls allowed.")]
+ParallelCallsOpt = Annotated[int, typer.Option(
+    "--parallel-calls", min=1, metavar="N",
+    help="Tool calls one step may make, run side by side (1: one a step).")]
 MaxContextTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-context-tokens", min=256, metavar="N",
     help="Context budget: most tokens one request may carry; older turns are summarised "

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from ..state import step_view
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from .command import PlainCommand
 from .exits import fail, guarded
@@ -76,7 +76,7 @@ def _run_json(store, r) -> dict:
     return {"id": r.id, "status": r.status, "question": r.question, "created_at": r.created_at,
             "answer": r.state.answer, "error": r.state.error,
             "pending": r.state.pending.model_dump() if r.state.pending else None,
-            "steps": [asdict(s) for s in r.state.steps],
+            "steps": [step_view(s) for s in r.state.steps],
             "sub_runs": [_run_json(store, sub) for sub in store.sub_runs(r.id)]}
 
 
@@ -88,8 +88,9 @@ def _show_run(store, r, pad: str) -> None:
     typer.echo(f"\n{pad}{r.id}  {r.status}  {_when(r.created_at)}")
     typer.echo(f"{pad}  {'task' if pad else 'you'}: {r.question}")
     for step in st.steps:
-        typer.echo(f"{pad}  {step.index}. {step.tool} "
-                   f"{json.dumps(step.args, ensure_ascii=False)[:100]}")
+        for call in step.calls:
+            typer.echo(f"{pad}  {step.index}. {call.tool} "
+                       f"{json.dumps(call.args, ensure_ascii=False)[:100]}")
     if r.status == COMPLETED:
         answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
         typer.echo(f"{pad}  answer: {answer}")

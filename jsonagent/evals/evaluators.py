@@ -61,7 +61,8 @@ class Outcome:
 
     def calls(self) -> list[tuple[str, dict]]:
         """The tool calls the run made, in order; the task-complete call is the answer."""
-        return [(s.tool, s.args) for s in self.result.steps if s.tool != self.final_tool]
+        return [(c.tool, c.args) for s in self.result.steps for c in s.calls
+                if c.tool != self.final_tool]
 
 
 def answer_text(answer: Any) -> str:

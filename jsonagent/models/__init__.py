@@ -38,6 +38,10 @@ class Model(Protocol):
     (from any thread); the pieces add up to the returned text, up to a stop sequence. The
     reply returned is the same either way. None (nobody is watching) costs nothing.
 
+    A model that declares `tool_calls` also takes `parallel_tool_calls=True`, sent with the
+    tool-call form when a step may make several calls (`AgentConfig.parallel_calls`): the
+    endpoint is told a reply may hold several, as OpenAI's API says it.
+
     Raise `errors.ResponseFormatRejected` when the endpoint refuses the response_format,
     `errors.ToolCallsRejected` when it refuses the native tool-call form (a model that
     declares `tool_calls`), and `errors.ModelError` for anything else that is not
@@ -70,7 +74,8 @@ class Capabilities:
     """The response_format to start with (see config.JSON_MODES)."""
     tool_calls: bool = False
     """The model takes the native tool-call form: a step as an assistant message with
-    `tool_calls`, its result as a `tool` message with that `tool_call_id` (see prompt.py)."""
+    `tool_calls`, its results as `tool` messages with their `tool_call_id` (see prompt.py);
+    and `complete(..., parallel_tool_calls=True)`."""
     base_url: str | None = None
     """Where an endpoint is (it names the endpoint in token estimates)."""
     stops_on_cancel: bool = False

@@ -101,16 +101,19 @@ class FallbackModel:
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None,
-                 on_delta: Callable[[str], None] | None = None) -> ModelReply:
+                 on_delta: Callable[[str], None] | None = None,
+                 **more: Any) -> ModelReply:
+        """`more`: the keywords a model that declares them takes (parallel_tool_calls)."""
         route = _route.get()
         if route is None or route.over:
-            return self._alone(messages, response_format, stop, on_delta)
+            return self._alone(messages, response_format, stop, on_delta, more)
         if route.switch is not None:
             reason, route.switch = route.switch, None
             raise self._next(route, None, reason)
         model = self.models[route.at]
         try:
-            reply = model.complete(messages, response_format, stop=stop, on_delta=on_delta)
+            reply = model.complete(messages, response_format, stop=stop, on_delta=on_delta,
+                                   **more)
         except (ResponseFormatRejected, ToolCallsRejected):
             raise  # the request steps down, on this same model (request.py)
         except TRANSIENT as exc:
@@ -158,14 +161,14 @@ class FallbackModel:
         backoff = self.retry.backoff_s * 2 ** (tries - 1)
         return min(backoff * random.uniform(0.5, 1.0), self.retry.max_wait_s)
 
-    def _alone(self, messages, response_format, stop, on_delta) -> ModelReply:
+    def _alone(self, messages, response_format, stop, on_delta, more) -> ModelReply:
         """Called outside a run (a script, a judge): the same policy, waiting here."""
         token = _route.set(Route(budget=self.retry.budget))
         try:
             while True:
                 try:
                     return self.complete(messages, response_format, stop=stop,
-                                         on_delta=on_delta)
+                                         on_delta=on_delta, **more)
                 except TryAgain as again:
                     time.sleep(again.wait_s)
         finally:

@@ -15,25 +15,19 @@ from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelError, Model
                       model_error_for, retry_after_s)
 from ..status import Reason
 from . import Message, ModelReply, Usage
+from .refusals import (FORMAT_STATUSES, detail_of, is_openai, refuses_format, refuses_streaming,
+                       refuses_tool_calls)
 
 log = logging.getLogger("jsonagent.models")
 
-_FORMAT_STATUSES = {400, 415, 422}
-# Words servers use when they refuse a response_format (OpenAI, vLLM, llama.cpp, Ollama).
-# A 400 without them (a context overflow, a bad message) is not a reason to step down.
-_FORMAT_WORDS = ("format", "schema", "json", "grammar", "guided", "structured")
-# Words servers use when they refuse `tool` messages or `tool_calls` (a server that knows
-# only the user and assistant roles, or checks tool_call_id against a schema of its own).
-_TOOL_WORDS = ("tool", "role")
-# The in-process backend samples without a repetition penalty; llama.cpp's server adds 1.1
-# unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
-# ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
 ASK_AGAIN_S = 10.0
 """How long an endpoint where nobody answered detection is taken as unknown before it is
 asked again: a server starting up is found soon after, and requests meanwhile don't each
 wait for the probe (servers.TIMEOUT_S when it hangs)."""
+# The in-process backend samples without a repetition penalty; llama.cpp's server adds 1.1
+# unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
+# ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
-_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
 _loop = None
@@ -105,10 +99,10 @@ class OpenAIModel:
         self.sampling: dict = {} if temperature is None else {"temperature": temperature}
         """Sampling fields sent with each request; one the endpoint refuses is dropped."""
         self._extra_given = dict(extra_body or {})
-        self.sampling_extra: dict = dict(self._extra_given) if _is_openai(self.base_url) \
+        self.sampling_extra: dict = dict(self._extra_given) if is_openai(self.base_url) \
             else {**_NO_PENALTY, **self._extra_given}
         """The same, for fields outside OpenAI's API (sent through the SDK's extra_body)."""
-        self._detect = detect and not _is_openai(self.base_url)
+        self._detect = detect and not is_openai(self.base_url)
         self._found = None
         self._found_lock = threading.Lock()
         self._unanswered: tuple[float, Any] | None = None
@@ -130,13 +124,21 @@ class OpenAIModel:
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
         self._schema_as_json_object = False
         self._streams = True
+        self._parallel = True
+        """False once the endpoint refused parallel_tool_calls: it goes no more."""
         self._said_no_usage = False
         self._where = {"model": model, "endpoint": self.base_url}
         """False once the endpoint refused a streamed request: one fallback, said once."""
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None,
-                 on_delta: Callable[[str], None] | None = None) -> ModelReply:
+                 on_delta: Callable[[str], None] | None = None,
+                 parallel_tool_calls: bool = False) -> ModelReply:
+        """`parallel_tool_calls`: a reply may hold several calls (sent until refused)."""
+        def again() -> ModelReply:
+            return self.complete(messages, response_format, stop=stop, on_delta=on_delta,
+                                 parallel_tool_calls=parallel_tool_calls)
+
         self._detected()
         if self.tool_results_alone:  # the step's JSON already holds the call
             messages = [{k: v for k, v in m.items() if k != "tool_calls"} for m in messages]
@@ -150,26 +152,28 @@ class OpenAIModel:
             kwargs["extra_body"] = dict(self.sampling_extra)
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
+        if parallel_tool_calls and self._parallel:
+            kwargs["parallel_tool_calls"] = True
         streamed = on_delta is not None and self._streams
         try:
             text, u, finish = self._request(self._streamed(kwargs, on_delta) if streamed
                                             else self._whole(kwargs))
         except self._openai.APIStatusError as exc:
-            detail = _detail(exc)
-            if streamed and _refuses_streaming(exc.status_code, detail):
+            detail = detail_of(exc)
+            if streamed and refuses_streaming(exc.status_code, detail):
                 self._streams = False  # said once, remembered: the rest come whole
                 log.warning("%s refused a streamed request (%s %s); asking for whole replies "
                             "from now on", self.base_url, exc.status_code, detail)
-                return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
-            if self._drop_refused(exc.status_code, detail):
-                return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
-            if _refuses_tool_calls(exc.status_code, detail, messages):
+                return again()
+            if self._drop_refused(exc.status_code, detail, "parallel_tool_calls" in kwargs):
+                return again()
+            if refuses_tool_calls(exc.status_code, detail, messages):
                 raise ToolCallsRejected(f"{exc.status_code} for the tool-call form: "
                                         f"{detail}") from None
-            if response_format is not None and _refuses_format(exc.status_code, detail):
+            if response_format is not None and refuses_format(exc.status_code, detail):
                 if response_format["type"] == "json_schema" and not self._schema_as_json_object:
                     self._schema_as_json_object = True  # the same schema, in the other dialect
-                    return self.complete(messages, response_format, stop=stop, on_delta=on_delta)
+                    return again()
                 raise ResponseFormatRejected(f"{exc.status_code} for response_format "
                                              f"{response_format['type']}: {detail}") from None
             response = getattr(exc, "response", None)
@@ -264,12 +268,18 @@ class OpenAIModel:
                 self._found = found
         return self._found
 
-    def _drop_refused(self, status: int, detail: str) -> bool:
+    def _drop_refused(self, status: int, detail: str, parallel: bool = False) -> bool:
         """The endpoint refused a sampling field it names (a reasoning model takes only its
-        default temperature; a strict server, an unknown field): leave it out from now on."""
-        if status not in _FORMAT_STATUSES:
+        default temperature; a strict server, an unknown field), or parallel_tool_calls (an
+        API that takes it only beside `tools`): leave it out from now on."""
+        if status not in FORMAT_STATUSES:
             return False
         words = detail.lower()
+        if parallel and "parallel_tool_calls" in words:
+            self._parallel = False
+            log.warning("%s refused parallel_tool_calls (%s %s); sending requests without it "
+                        "from now on", self.base_url, status, detail)
+            return True
         refused = [k for k in [*self.sampling, *self.sampling_extra]
                    if k in words]
         for key in refused:
@@ -362,39 +372,3 @@ class OpenAIModel:
         if status >= 500:
             hint = "server error"
         return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
-
-
-def _refuses_streaming(status: int, detail: str) -> bool:
-    """The endpoint refused `stream` (or `stream_options`): a client error naming it."""
-    return 400 <= status < 500 and status not in (401, 403, 404, 429) and "stream" in detail.lower() \
-        or status == 501
-
-
-def _refuses_tool_calls(status: int, detail: str, messages: list[Message]) -> bool:
-    """A client error naming tools or roles, on a request that carried the tool-call form."""
-    sent = any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
-    return sent and status in _FORMAT_STATUSES and any(w in detail.lower() for w in _TOOL_WORDS)
-
-
-def _is_openai(base_url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    host = (urlsplit(base_url).hostname or "").lower()
-    return any(host == h or host.endswith("." + h) for h in _OPENAI_HOSTS)
-
-
-def _refuses_format(status: int, detail: str) -> bool:
-    """The endpoint refused our response_format. llama-cpp-python's server answers a request it
-    cannot validate with a 500 that names the field, so that counts too."""
-    if status in _FORMAT_STATUSES:
-        return any(w in detail.lower() for w in _FORMAT_WORDS)
-    return status == 500 and "response_format" in detail
-
-
-def _detail(exc) -> str:
-    """The server's own words, in one line: SDK errors nest them in different places."""
-    body, msg = getattr(exc, "body", None), None
-    if isinstance(body, dict):
-        err = body.get("error")
-        msg = err.get("message") if isinstance(err, dict) else (body.get("message") or err)
-    return " ".join(str(msg or getattr(exc, "message", exc)).split())[:300]

@@ -54,11 +54,30 @@ def approval_question(pending: Any) -> str:
 
 
 def decision(pending: Any, text: str) -> dict[str, Any]:
-    """A person's message as the answer to what the run waits for."""
+    """A person's message as the answer to what the run waits for: for several items, a
+    line each, in their order."""
+    if pending is not None and pending.items:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if len(lines) != len(pending.items):
+            raise ValueError(f"the run waits for {len(pending.items)} answers: give each on a "
+                             "line of its own, in the order asked")
+        return {"items": {item.id: decision(item, line)
+                          for item, line in zip(pending.items, lines)}}
     if pending is not None and pending.kind == "approval":
         yes = text.strip().lower().rstrip(".!") in YES
         return {"approve": yes, "reason": None if yes else text}
     return {"answer": text}
+
+
+def asked(pending: Any) -> str:
+    """What a person is asked for what the run waits for; several items, numbered."""
+    said = [item.question if item.kind == "question" else
+            once_question(item.tool, item.args, item.key) if item.kind == "once" else
+            approval_question(item) for item in pending.each]
+    if len(said) == 1:
+        return said[0]
+    return "\n".join(f"{n}. {text}" for n, text in enumerate(said, 1)) + \
+        "\nAnswer each on a line of its own, in this order."
 
 
 class RunExecutor(AgentExecutor):
@@ -167,11 +186,7 @@ class RunExecutor(AgentExecutor):
             await updater.complete(say(answer if isinstance(answer, str) else json.dumps(answer)))
         elif status == NEEDS_HUMAN:
             info = await asyncio.to_thread(self.runner.get, run_id)
-            pending = info.state.pending
-            asked = pending.question if pending.kind == "question" else \
-                once_question(pending.tool, pending.args, pending.key) \
-                if pending.kind == "once" else approval_question(pending)
-            await updater.requires_input(say(asked))
+            await updater.requires_input(say(asked(info.state.pending)))
         elif status == INTERRUPTED:
             await updater.cancel(say(event.get("error") or Reason.CANCELLED))
         else:  # max_steps, stalled, limit_reached, failed, expired

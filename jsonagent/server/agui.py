@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
+from ..calls import call_index
 from ..errors import ConfigError, Conflict, Unknown
 from ..events import Delta
 from ..session import NAME_MAX
@@ -145,36 +146,41 @@ def _plan(runner: Runner, body: RunAgentInput) -> Plan:
 
 
 def _resume(runner: Runner, body: RunAgentInput, last: Any, waiting: Any) -> Plan:
-    open_id = interrupt_id(waiting) if waiting is not None else None
+    """Each resume entry answers one open interrupt (one a pending item): a pending of one
+    item as before, each item of several by its own interrupt's id."""
+    open_ids = _interrupt_ids(waiting) if waiting is not None else {}
     entries = body.resume or []
     for entry in entries:
-        if entry.interrupt_id != open_id:
-            state = "it was answered already, or never was" if open_id is None else \
-                f"the open one is {open_id}"
+        if entry.interrupt_id not in open_ids:
+            state = "it was answered already, or never was" if not open_ids else \
+                f"the open one{'s are' if len(open_ids) > 1 else ' is'} {', '.join(open_ids)}"
             return Plan(problem=f"interrupt {entry.interrupt_id} is not open on thread "
                                 f"{body.thread_id} ({state})")
-    entry = entries[-1]
-    if entry.status != "resolved":  # the spec's only other: the person abandoned it
+    if any(entry.status != "resolved" for entry in entries):  # the person abandoned it
         try:
             runner.cancel(waiting.id)
         except Conflict as exc:
             return Plan(problem=str(exc))
         return Plan(run_id=waiting.id, after=waiting.state.seq)
-    pending = waiting.state.pending
-    kind = "question" if pending.kind == "question" else "approval"
-    problem = _invalid(entry.payload, SCHEMAS[kind])
-    if problem is not None:
-        return Plan(problem=f"interrupt {open_id}: the payload {problem}")
-    payload = entry.payload
-    decision = {"answer": payload["answer"]} if kind == "question" else \
-        {"approve": payload["approved"], "reason": payload.get("reason")}
-    return _answer(runner, waiting, decision)
+    decisions = {}
+    for entry in entries:
+        item = open_ids[entry.interrupt_id]
+        kind = "question" if item.kind == "question" else "approval"
+        problem = _invalid(entry.payload, SCHEMAS[kind])
+        if problem is not None:
+            return Plan(problem=f"interrupt {entry.interrupt_id}: the payload {problem}")
+        payload = entry.payload
+        decisions[item.id] = {"answer": payload["answer"]} if kind == "question" else \
+            {"approve": payload["approved"], "reason": payload.get("reason")}
+    if not waiting.state.pending.items:
+        return _answer(runner, waiting, decisions[waiting.state.pending.id])
+    return _answer(runner, waiting, {"items": decisions})
 
 
 def _answer(runner: Runner, waiting: Any, decision: dict[str, Any]) -> Plan:
     try:
         runner.respond(waiting.id, decision.get("answer"), decision.get("approve"),
-                       decision.get("reason"))
+                       decision.get("reason"), decision.get("items"))
     except (Conflict, ValueError) as exc:
         return Plan(problem=str(exc))
     # the run goes on after its pause; its sub-runs' stories so far are told already
@@ -247,17 +253,28 @@ def _waiting_call(runner: Runner, info: Any) -> str:
     return call_id(waiting.id, len(waiting.state.steps))
 
 
-def _interrupt(runner: Runner, info: Any) -> dict[str, Any]:
+def _interrupt_ids(info: Any) -> dict[str, Any]:
+    """The open interrupts of a waiting run, one a pending item, by their ids: the pause's
+    id for one item; for several, with the index of each one's call."""
     pending = info.state.pending
-    item: dict[str, Any] = {"id": interrupt_id(info), "reason": pending.kind,
-                            "responseSchema": SCHEMAS[pending.kind],
-                            "metadata": {"pending": pending.model_dump(mode="json")}}
-    if pending.kind == "approval":
-        item["toolCallId"] = _waiting_call(runner, info)
-        item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
-    else:
-        item["message"] = pending.question or ""
-    return item
+    if not pending.items:
+        return {interrupt_id(info): pending}
+    return {f"{interrupt_id(info)}.{call_index(item.id)}": item for item in pending.items}
+
+
+def _interrupts(runner: Runner, info: Any) -> list[dict[str, Any]]:
+    out = []
+    for iid, pending in _interrupt_ids(info).items():
+        item: dict[str, Any] = {"id": iid, "reason": pending.kind,
+                                "responseSchema": SCHEMAS[pending.kind],
+                                "metadata": {"pending": pending.model_dump(mode="json")}}
+        if pending.kind == "approval":
+            item["toolCallId"] = pending.id or _waiting_call(runner, info)
+            item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
+        else:
+            item["message"] = pending.question or ""
+        out.append(item)
+    return out
 
 
 def snapshot(info: Any) -> dict[str, Any]:
@@ -321,9 +338,9 @@ async def _finish(runner: Runner, thread: str, run_id: str, end: dict[str, Any])
             yield RunFinishedEvent(thread_id=thread, run_id=run_id, outcome={
                 "type": "success", "pendingToolCallIds": [call]})
         else:
-            item = await asyncio.to_thread(_interrupt, runner, info)
+            items = await asyncio.to_thread(_interrupts, runner, info)
             yield RunFinishedEvent(thread_id=thread, run_id=run_id,
-                                   outcome={"type": "interrupt", "interrupts": [item]})
+                                   outcome={"type": "interrupt", "interrupts": items})
     elif status == INTERRUPTED:
         yield RunFinishedEvent(thread_id=thread, run_id=run_id, outcome=RunFinishedCancelledOutcome())
     else:  # failed, stalled, out of steps or limits, expired

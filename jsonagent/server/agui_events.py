@@ -26,14 +26,15 @@ from ag_ui.core import (BaseEvent, ReasoningEndEvent, ReasoningMessageContentEve
                         TextMessageStartEvent, ToolCallArgsEvent, ToolCallEndEvent,
                         ToolCallResultEvent, ToolCallStartEvent)
 
+from ..calls import call_key
 from ..events import ArgsDelta, Delta, ThoughtDelta, ToolNameKnown
 from ..status import COMPLETED, NEEDS_HUMAN
 
 
-def call_id(run_id: str, step: int) -> str:
-    """One key per tool call: the run, the step, the call's index in the step (one call a
-    step, so 0). The same call has the same id in every stream, on every node."""
-    return f"{run_id}.{step}.0"
+def call_id(run_id: str, step: int, index: int = 0) -> str:
+    """One key per tool call: the run, the step, the call's index in the step (calls.py).
+    The same call has the same id in every stream, on every node."""
+    return call_key(run_id, step, index)
 
 
 def text_of(value: Any) -> str:
@@ -59,6 +60,8 @@ class Lane:
     thought_shown: int | None = None
     tool: str | None = None
     """The tool of the last call shown: a sub-run started now is that call's."""
+    left: int = 0
+    """Results of the step still to come (a step of several calls): then it finishes."""
 
 
 class Translator:
@@ -155,6 +158,15 @@ class Translator:
         if e["tool"].lower() == self.final_tool:
             lane.final = index
             return out
+        lane.left = len(e.get("calls") or [None])
+        if e.get("calls"):  # several calls (never streamed: each comes whole)
+            for n, call in enumerate(e["calls"]):
+                out += self._start_call(lane, run_id, index, call["tool"], n)
+                out += [ToolCallArgsEvent(tool_call_id=lane.call, delta=text_of(call["args"]),
+                                          **self._mark(lane)),
+                        ToolCallEndEvent(tool_call_id=lane.call, **self._mark(lane))]
+            lane.call = None
+            return out
         if lane.call != call_id(run_id, index):  # not streamed: the call comes whole
             out += self._start_call(lane, run_id, index, e["tool"])
         if not lane.args_shown:  # its name came live, its arguments did not (a late reader)
@@ -167,7 +179,7 @@ class Translator:
     def _result(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
         run_id, index = e["run_id"], e["step"]
         out = self._open_step(lane, index)
-        call = call_id(run_id, index)
+        call = call_id(run_id, index, e.get("call", 0))
         if lane.final == index:  # an answer sent back (it did not validate): a call after all
             out += self._start_call(lane, run_id, index, e["tool"])
             out.append(ToolCallEndEvent(tool_call_id=call, **self._mark(lane)))
@@ -175,7 +187,8 @@ class Translator:
         out.append(ToolCallResultEvent(message_id=f"{call}.result", tool_call_id=call,
                                        content=text_of(e["observation"]), role="tool",
                                        **self._mark(lane)))
-        return out + self._close_step(lane)
+        lane.left -= 1
+        return out + (self._close_step(lane) if lane.left <= 0 else [])
 
     def _void(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
         """What was shown of this attempt is void (a re-ask, or a request sent again): its
@@ -242,7 +255,8 @@ class Translator:
         return [ReasoningMessageEndEvent(message_id=mid, **self._mark(lane)),
                 ReasoningEndEvent(message_id=mid, **self._mark(lane))]
 
-    def _start_call(self, lane: Lane, run_id: str, index: int, name: str) -> list[BaseEvent]:
-        lane.call, lane.tool, lane.args_shown = call_id(run_id, index), name, False
+    def _start_call(self, lane: Lane, run_id: str, index: int, name: str,
+                    n: int = 0) -> list[BaseEvent]:
+        lane.call, lane.tool, lane.args_shown = call_id(run_id, index, n), name, False
         return [ToolCallStartEvent(tool_call_id=lane.call, tool_call_name=name,
                                    **self._mark(lane))]

@@ -75,7 +75,7 @@ def get_run(run_id: str, runner: Runs) -> dict[str, Any]:
 @router.post("/runs/{run_id}/respond", status_code=202)
 def respond(run_id: str, body: RespondIn, runner: Runs) -> dict[str, Any]:
     try:
-        runner.respond(run_id, body.answer, body.approve, body.reason)
+        runner.respond(run_id, body.answer, body.approve, body.reason, body.given_items())
     except ValueError as exc:
         return error(422, str(exc))
     return run_view(runner.get(run_id))

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..acting import Resume, unfit
 from ..calls import once_answer
 from ..errors import ConfigError, Conflict, SessionBusy, StoreDown, Unknown
 from ..events import Delta
@@ -147,23 +148,23 @@ class Runner:
             raise Unknown(f"no run {run_id}") from None
 
     def respond(self, run_id: str, answer: str | None = None, approve: bool | None = None,
-                reason: str | None = None) -> None:
-        """A person's decision on a waiting run; each is taken once."""
+                reason: str | None = None, items: dict[str, dict] | None = None) -> None:
+        """A person's decision on a waiting run; each is taken once. `items`: each item's,
+        by its id, when it waits for several."""
         info = self.get(run_id)
         pending = info.state.pending if info.status == NEEDS_HUMAN else None
         if pending is None:
             raise Conflict(f"run {run_id} is {public_status(info)}; it waits for nothing")
-        if pending.kind == "question" and answer is None:
-            raise ValueError(f"run {run_id} waits for an answer: send {{\"answer\": \"...\"}}")
-        if pending.kind == "approval" and approve is None:
-            raise ValueError(f"run {run_id} waits for an approval of {pending.tool}: send "
-                             "{\"approve\": true} or {\"approve\": false, \"reason\": \"...\"}")
-        if pending.kind == "once" and once_answer(answer) is None:
-            raise ValueError(f"run {run_id} waits for a person to say what became of a call of "
-                             f"{pending.tool} (key {pending.key}): send {{\"answer\": "
-                             "\"happened\"}, \"again\" or \"fail\" (and an optional reason)")
-        decision = {"approve": approve, "reason": reason} if pending.kind == "approval" else \
-            {"answer": answer, "reason": reason}
+        if pending.items:
+            problem = unfit(pending, Resume.given(answer, approve, reason, items))
+            if problem is not None:
+                raise ValueError(f"run {run_id} waits for {len(pending.items)} items, and "
+                                 f"{problem}: send {{\"items\": {{\"ID\": {{...}}}}}}")
+            decision = {"answer": answer, "approve": approve, "reason": reason, "items": items}
+        else:
+            _fits(run_id, pending, answer, approve)
+            decision = {"approve": approve, "reason": reason} if pending.kind == "approval" \
+                else {"answer": answer, "reason": reason}
         if not self.store.decide(run_id, decision):
             raise Conflict(f"run {run_id} was answered already")
         self._news.set()
@@ -259,7 +260,7 @@ class Runner:
         try:
             events = session.iter_claimed(info.state, decision.get("answer"),
                                           decision.get("approve"), decision.get("reason"),
-                                          deltas=streamed)
+                                          deltas=streamed, items=decision.get("items"))
             for event in events:
                 if isinstance(event, Delta):
                     self.live.publish(run_id, event)
@@ -292,3 +293,16 @@ class Runner:
                 pass  # the store says so in the log; expiring waits for it too
             except Exception:
                 log.exception("expiring waiting runs failed")
+
+
+def _fits(run_id: str, pending: Any, answer: str | None, approve: bool | None) -> None:
+    """Refuse input that does not fit the one item a run waits for, saying what does."""
+    if pending.kind == "question" and answer is None:
+        raise ValueError(f"run {run_id} waits for an answer: send {{\"answer\": \"...\"}}")
+    if pending.kind == "approval" and approve is None:
+        raise ValueError(f"run {run_id} waits for an approval of {pending.tool}: send "
+                         "{\"approve\": true} or {\"approve\": false, \"reason\": \"...\"}")
+    if pending.kind == "once" and once_answer(answer) is None:
+        raise ValueError(f"run {run_id} waits for a person to say what became of a call of "
+                         f"{pending.tool} (key {pending.key}): send {{\"answer\": "
+                         "\"happened\"}, \"again\" or \"fail\" (and an optional reason)")

@@ -28,6 +28,16 @@ class RunIn(BaseModel):
     """The client will follow the run's deltas: its replies stream from the first call."""
 
 
+class ItemIn(BaseModel):
+    """A person's input for one item of several a run waits for."""
+
+    model_config = EDGE
+
+    answer: str | None = Field(None, max_length=200_000)
+    approve: bool | None = None
+    reason: str | None = Field(None, max_length=10_000)
+
+
 class RespondIn(BaseModel):
     model_config = EDGE
 
@@ -40,11 +50,20 @@ class RespondIn(BaseModel):
     """Why the call is refused (or what the person knows of a `once` call); the model
     reads it."""
 
+    items: dict[str, ItemIn] | None = Field(None, max_length=64)
+    """When the run waits for several items (`required_action.items`): each one's input by
+    its id; an item left out takes `answer` or `approve` above."""
+
     @model_validator(mode="after")
     def _one(self) -> RespondIn:
-        if (self.answer is None) == (self.approve is None):
-            raise ValueError('send either {"answer": "..."} or {"approve": true|false}')
+        if self.answer is not None and self.approve is not None or \
+                self.answer is None and self.approve is None and not self.items:
+            raise ValueError('send either {"answer": "..."} or {"approve": true|false}, or '
+                             '{"items": {"ID": {...}}} for a run that waits for several')
         return self
+
+    def given_items(self) -> dict[str, dict] | None:
+        return {k: v.model_dump() for k, v in self.items.items()} if self.items else None
 
 
 def run_view(info: Any) -> dict[str, Any]:
@@ -54,9 +73,7 @@ def run_view(info: Any) -> dict[str, Any]:
         "id": info.id, "session": info.session or info.session_id, "session_id": info.session_id,
         "status": status, "input": info.question,
         "created_at": info.created_at, "updated_at": info.updated_at,
-        "steps": [{"index": s.index, "thought": s.thought, "tool": s.tool, "args": s.args,
-                   "observation": s.observation, "error": s.error,
-                   "seconds": round(s.model_s + s.tool_s, 4)} for s in state.steps],
+        "steps": [_step(s) for s in state.steps],
         "answer": state.answer, "error": state.error, "error_kind": state.error_kind,
         "usage": state.usage.model_dump(),
         "result_status": state.status if state.status in RESULTS else None,
@@ -64,6 +81,16 @@ def run_view(info: Any) -> dict[str, Any]:
         if status == server_status(NEEDS_HUMAN) and state.pending else None,
         "parent_run_id": info.parent_run_id, "depth": info.depth,
     }
+
+
+def _step(s: Any) -> dict[str, Any]:
+    """A step of one call with its fields; a step of several with the list of them."""
+    calls = [{"tool": c.tool, "args": c.args, "observation": c.observation, "error": c.error}
+             for c in s.calls]
+    seconds = round(s.model_s + max(c.tool_s for c in s.calls), 4)
+    if len(calls) > 1:
+        return {"index": s.index, "thought": s.thought, "calls": calls, "seconds": seconds}
+    return {"index": s.index, "thought": s.thought, **calls[0], "seconds": seconds}
 
 
 def tree_view(store: Any, info: Any) -> dict[str, Any]:

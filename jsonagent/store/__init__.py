@@ -231,6 +231,10 @@ class Store(Protocol):
 
 def resume_command(run_id: str, pending: dict | None) -> str:
     """The exact command that answers a paused run."""
+    if pending and pending.get("items"):
+        said = {"approval": "approve|deny", "once": "happened|again|fail", "question": "TEXT"}
+        return f"jsonagent resume {run_id} " + " ".join(
+            f"--item {item['id']}={said[item['kind']]}" for item in pending["items"])
     if pending and pending.get("kind") == "approval":
         return f"jsonagent resume {run_id} --approve   (or --deny --reason TEXT)"
     if pending and pending.get("kind") == "once":

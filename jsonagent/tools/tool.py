@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, get_type_hints
 
 from ..calls import UNKNOWN, Effects, reset_current, set_current
-from ..cancel import CancelToken
+from ..cancel import CancelToken, run_coroutine
 from .specs import ToolSpec
 
 
@@ -98,6 +98,12 @@ class Tool:
         run in the loop's thread. Any other waits in a helper thread (see cancel.py)."""
         return bool(getattr(self.fn, "stops_on_cancel", False))
 
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """Its function is a coroutine function: in a step of several calls, it runs on the
+        step's event loop (cancel.py's `each`), not in a thread of its own."""
+        return inspect.iscoroutinefunction(self.fn)
+
     def invoke(self, args: dict[str, Any], ctx: RunContext) -> Any:
         kwargs = dict(args)
         if self.ctx_param:
@@ -106,7 +112,20 @@ class Tool:
         # command, an HTTP request, an MCP call) reads the key there
         token = set_current(ctx.call_id)
         try:
+            if self.is_async:  # called alone: run to its end here
+                return run_coroutine(self.fn(**kwargs))
             return self.fn(**kwargs)
+        finally:
+            reset_current(token)
+
+    async def ainvoke(self, args: dict[str, Any], ctx: RunContext) -> Any:
+        """`invoke` for an async tool, awaited on the caller's event loop."""
+        kwargs = dict(args)
+        if self.ctx_param:
+            kwargs[self.ctx_param] = ctx
+        token = set_current(ctx.call_id)
+        try:
+            return await self.fn(**kwargs)
         finally:
             reset_current(token)
 

@@ -38,9 +38,15 @@ function stepItem(step) {
   }
   li.querySelector(".thought").textContent = step.thought || "";
   const tool = li.querySelector(".tool");
-  if (step.tool) tool.replaceChildren(el("code", null, step.tool), document.createTextNode(" " + show(step.args || {})));
+  if (step.calls) {  // a step of several calls: each on its line, its result below
+    tool.replaceChildren(...step.calls.map((c, n) => el("div", null, `${n + 1}. ${c.tool} ${show(c.args || {})}`)));
+    li.querySelector(".observation").textContent = step.calls
+      .map((c, n) => c.observation === undefined || c.observation === null ? null : `${n + 1}. ${show(c.observation)}`)
+      .filter((line) => line !== null).join("\n");
+    if (step.calls.some((c) => c.error)) li.classList.add("error");
+  } else if (step.tool) tool.replaceChildren(el("code", null, step.tool), document.createTextNode(" " + show(step.args || {})));
   else tool.replaceChildren();
-  if (step.observation !== undefined && step.observation !== null) {
+  if (!step.calls && step.observation !== undefined && step.observation !== null) {
     li.querySelector(".observation").textContent = show(step.observation);
   }
   if (step.error) li.classList.add("error");
@@ -60,15 +66,31 @@ function render(run) {
   finish(run);
 }
 
+let items = null, decided = {};  // a pending of several items: each is decided in turn
+
 function pending(action) {
   $("respond").hidden = !action;
   if (!action) return;
+  items = action.items || null; decided = {};
+  ask(items ? items[0] : action);
+}
+
+function ask(action) {
   const question = action.kind === "question";
-  $("pending").textContent = question ? action.question
-    : `Allow ${action.tool} with ${show(action.args || {})}?`;
+  const which = items ? `(${Object.keys(decided).length + 1} of ${items.length}) ` : "";
+  $("pending").textContent = which + (question ? action.question
+    : `Allow ${action.tool} with ${show(action.args || {})}?`);
   $("answer-box").hidden = !question;
   $("approve-box").hidden = question;
   (question ? $("answer") : $("reason")).focus();
+}
+
+function decide(body) {
+  if (!items) return respond(body);
+  decided[items[Object.keys(decided).length].id] = body;
+  $("answer").value = ""; $("reason").value = "";
+  const next = items[Object.keys(decided).length];
+  return next ? ask(next) : respond({items: decided});
 }
 
 function finish(run) {
@@ -120,11 +142,17 @@ function onEvent(event) {
   } else if (event.type === "step") {
     const li = document.querySelector(`#steps li[data-step="${event.step}"]`);
     if (li) li.classList.remove("writing");
-    stepItem({index: event.step, thought: event.thought, tool: event.tool, args: event.args});
+    stepItem({index: event.step, thought: event.thought, tool: event.tool, args: event.args,
+              calls: event.calls || undefined});
   } else if (event.type === "tool_result") {
-    stepItem({index: event.step, thought: (steps[event.step - 1] || {}).thought,
-              tool: event.tool, args: (steps[event.step - 1] || {}).args,
-              observation: event.observation, error: event.error, seconds: event.duration_s});
+    const step = steps[event.step - 1] || {};
+    if (step.calls) {  // one result of several: the step shows each as it comes
+      Object.assign(step.calls[event.call] || {}, {observation: event.observation, error: event.error});
+      stepItem({index: event.step, thought: step.thought, calls: step.calls});
+    } else {
+      stepItem({index: event.step, thought: step.thought, tool: event.tool, args: step.args,
+                observation: event.observation, error: event.error, seconds: event.duration_s});
+    }
   } else if (event.type === "run_resumed") {
     $("respond").hidden = true;
     $("run-status").textContent = "in_progress";
@@ -162,7 +190,8 @@ async function follow(runId) {
           if (data) {
             // keep the step list in step with what the events said
             const event = JSON.parse(data);
-            if (event.type === "step" && !event.depth) current.steps[event.step - 1] = {thought: event.thought, args: event.args};
+            if (event.type === "step" && !event.depth) current.steps[event.step - 1] = {thought: event.thought, args: event.args,
+              calls: event.calls ? event.calls.map((c) => ({...c})) : undefined};
             onEvent(event);
           }
         }
@@ -230,9 +259,9 @@ document.addEventListener("DOMContentLoaded", () => {
     $("input").value = "";
     render(data); follow(data.id); lists();
   });
-  $("respond").addEventListener("submit", (e) => { e.preventDefault(); respond({answer: $("answer").value}); });
-  $("approve").onclick = () => respond({approve: true});
-  $("deny").onclick = () => respond({approve: false, reason: $("reason").value || null});
+  $("respond").addEventListener("submit", (e) => { e.preventDefault(); decide({answer: $("answer").value}); });
+  $("approve").onclick = () => decide({approve: true});
+  $("deny").onclick = () => decide({approve: false, reason: $("reason").value || null});
   $("cancel").onclick = () => api(`/v1/runs/${current.id}/cancel`, {method: "POST"});
   $("login-form").addEventListener("submit", () => {
     sessionStorage.setItem("jsonagent-token", $("token").value);

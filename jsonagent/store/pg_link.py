@@ -53,7 +53,7 @@ class Link:
                               "pip install 'jsonagent[postgres]'") from None
         self.url, self.where = url, where(url)
         self._psycopg = psycopg
-        self._lost = False
+        self._lost, self._back_at = False, 0.0  # when it came back (monotonic)
         self._lock = threading.Lock()
         try:  # one plain connection first: a wrong URL or password says so, at once
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as db:
@@ -82,11 +82,13 @@ class Link:
 
         deadline = time.monotonic() + patience
         while True:
+            tried = time.monotonic()
             try:
                 with self.pool.connection() as db, db.transaction():
                     result = work(db)
             except (self._psycopg.OperationalError, PoolTimeout) as exc:
-                self.lost(exc)
+                if tried > self._back_at:  # else a wait begun in the outage that just ended
+                    self.lost(exc)
                 if time.monotonic() >= deadline:
                     raise StoreDown(f"the PostgreSQL store at {self.where} cannot be reached "
                                     f"({first_line(exc)})") from None
@@ -124,7 +126,7 @@ class Link:
         with self._lock:
             if not self._lost:
                 return
-            self._lost = False
+            self._lost, self._back_at = False, time.monotonic()
         log.warning("reconnected to the PostgreSQL store at %s", self.where)
 
     def close(self) -> None:

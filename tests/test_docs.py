@@ -5,7 +5,8 @@ comment right before a block says how, where the block needs more than Python:
 
 - `<!-- doctest: scripted STEPS -->`: a model named in the block (`model="local"`,
   `"gpt-4o-mini"`) is a `ScriptedModel` replaying STEPS, a JSON list of `[tool, args]`
-  (or a list of such lists: one script per model, in the order the block builds them);
+  or of whole replies (a step of several calls), or a list of such lists: one script per
+  model, in the order the block builds them;
 - `<!-- doctest: skip REASON -->`: not run, and the reason says why;
 - `<!-- doctest: output -->` before a text block: what the blocks above printed since the
   last such block, exactly.
@@ -74,7 +75,8 @@ def _scripted(arg: str):
     scripts = json.loads(arg)
     if not scripts or not isinstance(scripts[0][0], list):
         scripts = [scripts]
-    made = iter([ScriptedModel([step(*s) for s in script]) for script in scripts])
+    made = iter([ScriptedModel([s if isinstance(s, dict) else step(*s) for s in script])
+                 for script in scripts])
     return lambda *args, **kwargs: next(made)
 
 

@@ -84,7 +84,7 @@ def http() -> str:
 def envelope() -> str:
     """The step every reply must be, and the response schema built for the built-in tools."""
     from jsonagent.envelope import response_schema
-    from jsonagent.reply import Step
+    from jsonagent.reply import CallEnvelope, ParallelStep, Step
     from jsonagent.tools.toolset import Toolset
 
     return "\n".join([
@@ -96,4 +96,13 @@ def envelope() -> str:
         "task-complete tool (`jsonagent.envelope.response_schema`): one alternative per tool, "
         "its name a constant and its arguments that tool's schema.\n",
         _json(response_schema(Toolset.build(None))),
+        "\n## Several calls a step\n",
+        "With `parallel_calls = N` from 2 on ([Several calls in one step]"
+        "(../how-to/parallel-calls.md)), every reply is a `jsonagent.reply.ParallelStep`, each "
+        "of its calls a `jsonagent.reply.CallEnvelope`:\n",
+        _json(ParallelStep.model_json_schema()),
+        _json(CallEnvelope.model_json_schema()),
+        "\nSchema mode's response schema is then a list of 1 to N calls of the tools that are "
+        "not final, or the final tool's call alone (here with N = 4):\n",
+        _json(response_schema(Toolset.build(None), most=4)),
     ])

@@ -73,8 +73,8 @@ def _scripted(arg: str):
     from jsonagent.testing import ScriptedModel, step
 
     scripts = json.loads(arg)
-    if not scripts or not isinstance(scripts[0][0], list):
-        scripts = [scripts]
+    if not (scripts and isinstance(scripts[0], list) and not isinstance(scripts[0][0], str)):
+        scripts = [scripts]  # one script: its steps are [tool, args] or whole replies
     made = iter([ScriptedModel([s if isinstance(s, dict) else step(*s) for s in script])
                  for script in scripts])
     return lambda *args, **kwargs: next(made)

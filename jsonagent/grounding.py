@@ -80,6 +80,12 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
     return {"error": text, "unconfirmed": names}
 
 
+def held_back(record: StepRecord) -> bool:
+    """Whether the step is a final answer this check held back."""
+    obs = record.calls[0].observation
+    return len(record.calls) == 1 and isinstance(obs, dict) and "unconfirmed" in obs
+
+
 def answer_numbers(args: dict[str, Any]) -> Iterator[Mention]:
     """The numbers of a final call's arguments: its text and its numeric fields."""
     for value in args.values():

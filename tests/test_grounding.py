@@ -141,9 +141,11 @@ def test_a_run_is_nudged_once_then_takes_the_confirmed_answer():
                    config=AgentConfig(check_answers=True)).run("What do orders A and B total?")
     assert result.status == "completed" and result.answer == "The two orders total 48,213."
     assert result.stats.answer_nudges == 1 and len(result.steps) == 3
-    nudged = json.loads(model.requests[2]["messages"][-1]["content"])
-    assert nudged["tool_name"] == FINAL
-    assert "48,213, which no tool result or answer shows" in nudged["response"]["error"]
+    # the held-back reply is not in the history: the note stands in its place
+    first, nudged = model.requests[1]["messages"], model.requests[2]["messages"]
+    assert nudged[:-1] == first and nudged[-1]["role"] == "user"
+    assert "48,213, which no tool result or answer shows" in nudged[-1]["content"]
+    assert "48,213" not in json.dumps(first)
 
 
 def test_a_scripted_model_is_not_checked_unless_asked():

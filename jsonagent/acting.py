@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 from . import events as ev
@@ -40,11 +40,12 @@ class Resume:
     an item without one takes the input above."""
 
     def of(self, item: Pending) -> Resume:
-        """The input for one item of what the run waits for. A sub-run's (its `path`) gets
-        the whole of it, to hand down."""
-        if self.items and item.id in self.items and not item.path:
-            return self.items[item.id]
-        return self
+        """The input for one item of what the run waits for. A sub-run's item (its `path`)
+        takes every item's input down with it: the sub-run's own items are named there."""
+        if not self.items or item.id not in self.items:
+            return self
+        mine = self.items[item.id]
+        return replace(mine, items=self.items) if item.path else mine
 
     @classmethod
     def given(cls, answer: str | None = None, approve: bool | None = None,
@@ -64,6 +65,10 @@ class Resume:
 def unfit(pending: Pending, resume: Resume) -> str | None:
     """What the input lacks for what the run waits for, naming the item when there are
     several; None when it fits every item."""
+    known = {i for item in pending.each for i in (item.id, *(n.id for n in item.items or ()))}
+    stray = sorted(set(resume.items or ()) - known)
+    if stray:
+        return f"it has no item {stray[0]} (the ids are {', '.join(sorted(filter(None, known)))})"
     for item in pending.each:
         given = resume.of(item)
         which = f"item {item.id}: " if pending.items else ""

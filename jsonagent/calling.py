@@ -62,15 +62,23 @@ class Calling:
         works = []
         for i, call, handed in calls:
             tool = self.toolset.get(call.tool)
+            if tool is None:  # a hook sent it to a tool this agent does not have
+                works.append(lambda name=call.tool: (({"error": f"unknown tool {name!r}"},
+                                                      True), 0.0))
+                continue
             ctx = self._started(state, record, i, call, tool,
                                 replace(self.ctx, handed_down=handed))
             works.append(_timed(tool, call.args, ctx))
-        for n, ok, value in self.ctx.cancel.each(works):
-            if not ok:
-                raise value  # a cancel, Ctrl-C, a developer's mistake: the run ends on it
-            (out, failed), seconds = value
-            i = calls[n][0]
-            yield (i, *self._finished(state, record, i, out, failed), seconds)
+        running = self.ctx.cancel.each(works)
+        try:
+            for n, ok, value in running:
+                if not ok:
+                    raise value  # a cancel, Ctrl-C, a developer's mistake: the run ends on it
+                (out, failed), seconds = value
+                i = calls[n][0]
+                yield (i, *self._finished(state, record, i, out, failed), seconds)
+        finally:
+            running.close()  # the run ends on an error: the calls still running are stopped
 
     def _started(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
                  tool: Tool, ctx: RunContext) -> RunContext:
@@ -126,12 +134,18 @@ def _run(tool: Tool, args: dict[str, Any], ctx: RunContext) -> tuple[Any, bool]:
     """The tool's result and whether it failed: a failure is what the model reads next."""
     try:
         return tool.invoke(args, ctx), False
-    except UserError:  # a developer's mistake (say, a refused sandbox) ends the run
-        raise
-    except ToolError as exc:
+    except (Exception, SystemExit) as exc:
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> tuple[Any, bool]:
+    """A tool's failure as what the model reads next; a developer's mistake (a UserError,
+    say a refused sandbox) ends the run instead."""
+    if isinstance(exc, UserError):
+        raise exc
+    if isinstance(exc, ToolError):
         return {"error": str(exc)}, True
-    except (Exception, SystemExit) as exc:  # a tool's bug is an observation, not our crash
-        return {"error": f"{type(exc).__name__}: {exc}"}, True
+    return {"error": f"{type(exc).__name__}: {exc}"}, True  # a tool's bug, not our crash
 
 
 def _timed(tool: Tool, args: dict[str, Any], ctx: RunContext) -> Callable[[], Any]:
@@ -142,12 +156,8 @@ def _timed(tool: Tool, args: dict[str, Any], ctx: RunContext) -> Callable[[], An
             t0 = time.perf_counter()
             try:
                 out = await tool.ainvoke(args, ctx), False
-            except UserError:
-                raise
-            except ToolError as exc:
-                out = {"error": str(exc)}, True
-            except Exception as exc:  # a tool's bug is an observation, not our crash
-                out = {"error": f"{type(exc).__name__}: {exc}"}, True
+            except (Exception, SystemExit) as exc:
+                out = _failed(exc)
             return out, time.perf_counter() - t0
         return awaited
 

@@ -35,8 +35,7 @@ _current: contextvars.ContextVar[CancelToken | None] = contextvars.ContextVar(
 _caller: contextvars.ContextVar[queue.SimpleQueue | None] = contextvars.ContextVar(
     "jsonagent_caller", default=None)
 
-_CANCELLED = object()
-_STOP = object()
+_CANCELLED, _STOP = object(), object()
 
 
 class CancelToken:
@@ -177,10 +176,11 @@ class CancelToken:
                     helper.tasks.put(_STOP)
 
     def each(self, works: list[Callable[[], Any]]) -> Iterator[tuple[int, bool, Any]]:
-        """Every work at once, each in a thread of its own with this token current (the
-        coroutine functions on one event loop); yields `(index, ok, result or exception)` as
-        each ends. A cancel raises Cancelled here at once, and stops the works (`watching`, a
-        task's cancel). What a work hands this thread (`on_caller`) is done here."""
+        """Every work at once, each in a thread with this token current (the coroutine
+        functions on one event loop); yields `(index, ok, result or exception)` as each ends.
+        A cancel raises Cancelled here at once and stops the works (`watching`, a task's
+        cancel); so does a caller that stops iterating. What a work hands this thread
+        (`on_caller`) is done here."""
         self.check()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         remove = self.on_cancel(lambda: inbox.put(_CANCELLED))
@@ -197,8 +197,8 @@ class CancelToken:
                 if item is _CANCELLED:
                     raise Cancelled(self.reason)
                 yield item
-        except KeyboardInterrupt:
-            self.cancel(Reason.BY_USER)
+        except (KeyboardInterrupt, GeneratorExit) as exc:  # the caller left: the run ends
+            self.cancel(Reason.BY_USER if isinstance(exc, KeyboardInterrupt) else Reason.ABANDONED)
             raise
         finally:
             remove()

@@ -24,6 +24,7 @@ from .tools.specs import ToolSpec
 from .tools.tool import RunContext, Tool
 from .usage import Usage
 
+_COUNTING = threading.Lock()
 SUB_RUNS = "sub_runs"
 """Where, in a session's scratch state, paused sub-runs wait when no store keeps them."""
 
@@ -162,10 +163,14 @@ class AgentCall:
 
     @staticmethod
     def _paused(ctx: RunContext, sub: RunState) -> Pending:
-        """The sub-run's pending, as the parent's: the same item, with the path down to it."""
+        """The sub-run's pending, as the parent's: the same items, each with the path down
+        to the run it waits in (so none is taken for one of the parent's own calls)."""
+        def down(p: Pending) -> Pending:
+            return p.model_copy(update={"path": [ctx.run.run_id, *(p.path or [sub.run_id])]})
+
         p = sub.pending
-        path = [ctx.run.run_id, *(p.path or [sub.run_id])]
-        return p.model_copy(update={"path": path})
+        return down(p).model_copy(update={"items": [down(i) for i in p.items]}) if p.items \
+            else down(p)
 
 
 def _left(parent: RunState) -> int:
@@ -176,8 +181,10 @@ def _left(parent: RunState) -> int:
 def _count(parent: RunState, sub: RunState, before: RunState | None) -> None:
     """A sub-run's steps and usage, since it last stopped, count in its parent's."""
     done = len(before.steps) + before.sub_steps if before is not None else 0
-    parent.sub_steps += len(sub.steps) + sub.sub_steps - done
     was = before.usage if before is not None else Usage()
-    parent.usage.add(Usage(prompt_tokens=sub.usage.prompt_tokens - was.prompt_tokens,
-                           completion_tokens=sub.usage.completion_tokens - was.completion_tokens,
-                           cached_tokens=sub.usage.cached_tokens - was.cached_tokens))
+    with _COUNTING:  # sub-runs of one step (side by side) end in threads of their own
+        parent.sub_steps += len(sub.steps) + sub.sub_steps - done
+        parent.usage.add(Usage(
+            prompt_tokens=sub.usage.prompt_tokens - was.prompt_tokens,
+            completion_tokens=sub.usage.completion_tokens - was.completion_tokens,
+            cached_tokens=sub.usage.cached_tokens - was.cached_tokens))

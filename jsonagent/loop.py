@@ -196,7 +196,8 @@ class Loop:
                 yield from self._act(s.steps[-1], note_=restarted)
             return
         record = s.steps[-1]
-        waited = {_call_of(item, record): (item, resume.of(item)) for item in pending.each}
+        waited = {_call_of(item, record, s.run_id): (item, resume.of(item))
+                  for item in pending.each}
         yield from self._act(record, waited, note_=restarted)
 
     def _interrupted(self, why: str, note_key: str) -> Generator:
@@ -245,10 +246,11 @@ class Loop:
         return event
 
 
-def _call_of(item: Pending, record: StepRecord) -> int:
+def _call_of(item: Pending, record: StepRecord, run_id: str) -> int:
     """The index of the call a pending item is for: named by its key in a step of several
-    calls; else the one call of the step that is not done."""
-    if item.id is not None:
+    calls; else the one call of the step that is not done (a sub-run's items, named by the
+    keys of the sub-run's calls, are all for the call that started it)."""
+    if item.id is not None and item.id.startswith(f"{run_id}."):
         return call_index(item.id)
     return next(i for i, c in enumerate(record.calls) if not c.done)
 

@@ -131,7 +131,7 @@ def _tool_call_form(messages: list[Message], observation_role: str) -> list[Wire
         digest = hashlib.sha1(m.content.encode()).hexdigest()[:12]
         seen[digest] = seen.get(digest, 0) + 1
         call_id = f"call_{digest}" + (f"_{seen[digest]}" if seen[digest] > 1 else "")
-        answering = [{"id": call_id if len(calls) == 1 else f"{call_id}.{n}",
+        answering = [{"id": call_id if len(calls) == 1 else f"{call_id}-{n}",  # [A-Za-z0-9_-]
                       "type": "function", "function": call} for n, call in enumerate(calls)]
         out.append({"role": "assistant", "content": m.content, "tool_calls": list(answering)})
     return out

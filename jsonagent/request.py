@@ -141,7 +141,8 @@ class Requester:
         cap = self._thought_cap(s)
         # a step of several calls, in the tool-call form: the endpoint is told a reply may
         # hold several (a model that takes the form takes the keyword; see models/)
-        more = _PARALLEL if s.tool_calls and self.style.most > 1 else {}
+        more = _PARALLEL if s.tool_calls and self.style.most > 1 and self.caps.tool_calls \
+            else {}
         try:
             if self.watched is not None and self.watched():
                 return (yield from self._streamed(s, wire, fmt, index, attempt, cap, more))

@@ -59,7 +59,10 @@ class Session:
                               (parent.ask_human if parent else None),
                               sandbox_factory=deps.sandbox_factory)
         """The session's context: its scratch state (the sandbox) outlives a run."""
-        self.approve = bridge(deps.approve, loop) or (parent.approve if parent else None)
+        approve = bridge(deps.approve, loop)
+        # asked on the thread that waits for the call, as the person is (calls run side by side)
+        self.approve = (lambda tool, args: on_caller(approve, tool, args)) if approve else \
+            (parent.approve if parent else None)
         self._token = CancelToken()
         """The next (or current) run's: each run has its own, in its own copy of `ctx`."""
         self.last: RunState | None = None
@@ -119,6 +122,10 @@ class Session:
         if last is not None and last.status == NEEDS_HUMAN:
             if last.pending.kind in ("question", "once") and not last.pending.items:
                 return self.resume(answer=text, run=last.run_id)
+            if last.pending.items:
+                raise ConfigError(f"run {last.run_id} waits for {len(last.pending.items)} "
+                                  "items: call resume(items={ID: {\"approve\" or \"answer\": "
+                                  "...}}) with each one's id")
             raise ConfigError(f"run {last.run_id} waits for an approval of "
                               f"{last.pending.tool}: call resume(approve=True or False)")
         return drain(self.iter(text))
@@ -307,7 +314,9 @@ def _closed(last: RunState) -> list[Message]:
 
 def _check_input(state: RunState, given: Resume) -> None:
     """Refuse a resume that does not fit what the run waits for, before touching the run."""
-    pending, answer, approve = state.pending, given.answer, given.approved
+    pending = state.pending
+    answer, approve = (given.of(pending).answer, given.of(pending).approved) if pending \
+        else (given.answer, given.approved)
     if state.status not in RESUMABLE:
         raise ConfigError(f"run {state.run_id} has ended ({state.status}); nothing to resume")
     if pending is None:

@@ -54,6 +54,8 @@ def test_gated_calls_wait_as_one_pending_with_an_item_each_and_the_others_run_at
                   for to, i in zip(("ann", "eve", "bob"), ids)]}
     with pytest.raises(ConfigError, match=f"item {ids[1]}: an approval of send"):
         a.resume(run, items={ids[0]: {"approve": True}, ids[2]: {"approve": True}})
+    with pytest.raises(ConfigError, match=f"it has no item {run}.1.9 "):  # a mistyped id
+        a.resume(run, approve=True, items={f"{run}.1.9": {"approve": False}})
     result = a.resume(run, items={ids[0]: {"approve": True}, ids[2]: {"approve": True},
                                   ids[1]: {"approve": False, "reason": "not eve"}})
     assert result.status == "completed" and ran == [1, "ann", "bob"]  # eve's never ran
@@ -203,3 +205,106 @@ def test_a2a_asks_each_item_on_a_line_and_takes_an_answer_a_line(serve):
     [done] = server.client.get("/v1/runs").json()["data"]
     calls = done["steps"][0]["calls"]
     assert calls[0]["observation"] == "deleted a" and "keep b" in json.dumps(calls[1])
+
+
+def test_one_waiting_call_of_several_is_decided_by_its_id_over_rest_and_the_library(serve,
+                                                                                    tmp_path):
+    """When one call of a step of several waits, its item's decision by id is the one
+    taken, over a top-level value (REST and the library agree), and --item takes it too."""
+    ran = []
+
+    @tool(confirm=True)
+    def send(to: str) -> str:
+        """Sends."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    a = Agent(model=ScriptedModel([several(("send", {"to": "eve"}), ("GetTimeTools", {})),
+                                   DONE]), tools=[send, *core_tools()],
+              config=AgentConfig(parallel_calls=2), store=tmp_path / "runs.db")
+    paused = a.run("send")
+    item = paused.pending.id
+    assert item == call_key(paused.run_id, 1, 0) and not paused.pending.items
+    done = a.resume(paused.run_id, approve=True, items={item: {"approve": False}})
+    assert done.status == "completed" and ran == []  # denied by its id: never ran
+
+    server = serve([several(("delete_file", {"path": "a"}), ("GetTimeTools", {})), DONE],
+                   "--parallel-calls", "2")
+    run = server.create(input="clean")["id"]
+    action = server.wait(run, "requires_action")["required_action"]
+    with server.client as c:
+        assert c.post(f"/v1/runs/{run}/respond", json={"approve": True, "items": {
+            call_key(run, 1, 0): {"approve": False, "reason": "keep a"}}}).status_code == 202
+    calls = server.wait(run, "completed")["steps"][0]["calls"]
+    assert "keep a" in json.dumps(calls[0]) and calls[0]["error"], action
+
+
+def test_a_sub_runs_items_are_decided_each_and_never_taken_for_the_parents_calls(tmp_path):
+    """A sub-agent whose step of several calls waits for two approvals: the parent (one call,
+    the agent) pauses with the sub-run's two items, each decided by its id; the denied call
+    never runs, and the parent does not pause again."""
+    ran = []
+
+    @tool(confirm=True)
+    def send(to: str) -> str:
+        """Sends."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    sub = Agent(model=ScriptedModel([several(("send", {"to": "ann"}), ("send", {"to": "eve"})),
+                                     step("TaskCompleteTool", {"output": "sent"})]),
+                tools=[send], config=AgentConfig(parallel_calls=2))
+    top = Agent(model=ScriptedModel([step("mailer", {"task": "send them"}), DONE]),
+                tools=[sub.as_tool("mailer", "Sends mail.")], store=tmp_path / "runs.db")
+    paused = top.run("mail")
+    assert paused.status == "needs_human", paused.error
+    items = paused.pending.items
+    assert len(items) == 2 and all(i.path and i.path[0] == paused.run_id for i in items)
+    done = top.resume(paused.run_id, items={items[0].id: {"approve": True},
+                                            items[1].id: {"approve": False, "reason": "no"}})
+    assert done.status == "completed", (done.status, done.error, done.pending)
+    assert ran == ["ann"]
+
+
+def test_a_sub_run_item_denied_by_its_parent_id_does_not_run(tmp_path):
+    """A parent step of two calls: a sub-agent waiting for an approval, and a gated call. The
+    sub-run's item denied by its id in the parent's pending reaches the sub-run as a denial."""
+    ran = []
+
+    @tool(confirm=True)
+    def send(to: str) -> str:
+        """Sends."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    sub = Agent(model=ScriptedModel([step("send", {"to": "rm"}),
+                                     step("TaskCompleteTool", {"output": "ok"})]), tools=[send])
+    top = Agent(model=ScriptedModel([several(("mailer", {"task": "x"}), ("send", {"to": "bob"})),
+                                     DONE]),
+                tools=[sub.as_tool("mailer", "Sends mail."), send],
+                config=AgentConfig(parallel_calls=2), store=tmp_path / "runs.db")
+    paused = top.run("go")
+    ids = [i.id for i in paused.pending.items]
+    assert ids == [call_key(paused.run_id, 1, 0), call_key(paused.run_id, 1, 1)]
+    done = top.resume(paused.run_id, items={ids[0]: {"approve": False},
+                                            ids[1]: {"approve": True}})
+    assert done.status == "completed", (done.error, done.pending)
+    assert ran == ["bob"]  # the sub-run's send was denied
+
+
+def test_chat_asks_for_each_item_in_turn(tmp_path):
+    from test_cli import cli, script
+
+    (tmp_path / "sendtools.py").write_text("def send(to):\n    return f'sent to {to}'\n")
+    specs = tmp_path / "tools.json"
+    specs.write_text(json.dumps([{"name": "send", "handler": "sendtools:send", "confirm": True,
+                                  "parameters": [{"name": "to", "type": "string"}]}]))
+    model = script(tmp_path, several(("send", {"to": "ann"}), ("send", {"to": "eve"})), DONE)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "JSONAGENT_HOME": str(tmp_path)}
+    chat = cli("chat", "--model", model, "--tools", str(specs), "--parallel-calls", "2",
+               "--session", "mail", stdin="send them\ny\nn\n", env=env)
+    assert chat.returncode == 0, chat.stderr
+    assert chat.stderr.count("allow this call?") == 2, chat.stderr
+    shown = cli("sessions", "show", "mail", "-o", "json", env=env)
+    assert "sent to ann" in shown.stdout and "sent to eve" not in shown.stdout, shown.stdout

@@ -239,6 +239,24 @@ class Display:
             return None
         return answer.strip().lower() in ("y", "yes")
 
+    def each_item(self, pending: Any) -> dict[str, dict] | None:
+        """Ask for each item of several a run waits for, in turn: `items` for a resume, or
+        None when nobody is there to decide."""
+        given: dict[str, dict] = {}
+        for item in pending.each:
+            if item.kind == "approval":
+                decided = self.approve(item.tool, item.args or {})
+                if decided is None:
+                    return None
+                given[item.id] = {"approve": decided}
+                continue
+            answer = self.ask(item.question or f"what became of the call of {item.tool} "
+                              f"(key {item.key})? happened, again or fail")
+            if answer is None:
+                return None
+            given[item.id] = {"answer": answer}
+        return given
+
     def ask(self, question: str) -> str | None:
         """The interactive ask-human prompt; end of input means nobody is there to answer."""
         self._stop()

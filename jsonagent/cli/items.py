@@ -12,7 +12,7 @@ def each_item(given: list[str], pending: Any, reason: str | None) -> dict[str, d
     index of its call (`2` for `RUN.STEP.2`), as the library takes them (`Agent.resume`)."""
     if not given:
         return None
-    ids = [item.id for item in pending.each] if pending is not None else []
+    ids = [item.id for item in pending.each if item.id] if pending is not None else []
     out: dict[str, dict] = {}
     for text in given:
         name, eq, value = text.partition("=")

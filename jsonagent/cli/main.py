@@ -228,6 +228,12 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
     try:
         while True:
             pending = conversation.pending
+            if pending is not None and pending.items:  # a step of several calls: each item
+                items = display.each_item(pending)
+                if items is None:
+                    break
+                display.result(conversation.resume(items=items))
+                continue
             if pending is not None and pending.kind == "approval":
                 decision = display.approve(pending.tool, pending.args or {})
                 if decision is None:

@@ -246,11 +246,13 @@ def interrupt_id(info: Any) -> str:
 def _waiting_call(runner: Runner, info: Any) -> str:
     """The id of the call the pending concerns, in the run that waits (a sub-run's, down
     its path)."""
-    path = info.state.pending.path or []
+    pending = info.state.pending
+    path = pending.path or []
     waiting = info
     if path and not path[-1].startswith("a2a:"):
         waiting = runner.get(path[-1])
-    return call_id(waiting.id, len(waiting.state.steps))
+    mine = pending.id is not None and pending.id.startswith(f"{waiting.id}.")
+    return call_id(waiting.id, len(waiting.state.steps), call_index(pending.id) if mine else 0)
 
 
 def _interrupt_ids(info: Any) -> dict[str, Any]:

@@ -161,10 +161,14 @@ class Runner:
                 raise ValueError(f"run {run_id} waits for {len(pending.items)} items, and "
                                  f"{problem}: send {{\"items\": {{\"ID\": {{...}}}}}}")
             decision = {"answer": answer, "approve": approve, "reason": reason, "items": items}
-        else:
-            _fits(run_id, pending, answer, approve)
-            decision = {"approve": approve, "reason": reason} if pending.kind == "approval" \
-                else {"answer": answer, "reason": reason}
+        else:  # one item: its id (a call of a step of several) may name it in `items`
+            given = Resume.given(answer, approve, reason, items).of(pending)
+            _fits(run_id, pending, given.answer, given.approved)
+            decision = {"approve": given.approved, "reason": given.reason} \
+                if pending.kind == "approval" else {"answer": given.answer,
+                                                    "reason": given.reason}
+            if items and pending.path:  # a sub-run's: its own items go down to it
+                decision["items"] = items
         if not self.store.decide(run_id, decision):
             raise Conflict(f"run {run_id} was answered already")
         self._news.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, get_type_hints
 
@@ -58,12 +59,14 @@ class RunContext:
         return self.cancel.cancelled
 
     def sandbox(self):
-        if "sandbox" not in self.state:
-            if self.sandbox_factory is None:
-                from ..errors import ToolError
+        # two code calls of one step (side by side) share one kernel, started once
+        with self.state.setdefault("sandbox_lock", threading.Lock()):
+            if "sandbox" not in self.state:
+                if self.sandbox_factory is None:
+                    from ..errors import ToolError
 
-                raise ToolError("no code sandbox is available in this run")
-            self.state["sandbox"] = self.sandbox_factory()
+                    raise ToolError("no code sandbox is available in this run")
+                self.state["sandbox"] = self.sandbox_factory()
         return self.state["sandbox"]
 
     def close(self) -> None:

@@ -75,9 +75,10 @@ class AgentCall:
         if parent.depth >= limit:
             raise ToolError(note("subrun_too_deep", tool=self.name, limit=limit))
         # the sub-run's id is derived from the call's key: a step done again after a crash
-        # or a takeover finds the sub-run it started, and never starts a second one
-        run_id = sub_run_id(ctx.call_id) if ctx.call_id and ctx.store is not None else None
-        started = self._started(ctx.store, run_id) if run_id else None
+        # or a takeover finds the sub-run it started, and never starts a second one (and its
+        # spans find the call's, of calls side by side)
+        run_id = sub_run_id(ctx.call_id) if ctx.call_id else None
+        started = self._started(ctx.store, run_id) if run_id and ctx.store is not None else None
         if started is not None:
             return self._reattach(ctx, started)
         left = _left(parent)

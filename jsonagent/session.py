@@ -295,7 +295,9 @@ class Session:
         if self.deps.on_event is not None:
             self.deps.on_event(event)
         if self.parent is not None and self.parent.emit is not None:
-            self.parent.emit(event)
+            # on the thread that waits for the call: sub-runs side by side reach the display
+            # and the journal one event at a time
+            on_caller(self.parent.emit, event)
 
 
 def _closed(last: RunState) -> list[Message]:

@@ -24,7 +24,7 @@ from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import events as ev
-from .calls import call_index, call_key
+from .calls import call_index, call_key, sub_run_id
 from .status import COMPLETED, NEEDS_HUMAN, Reason
 
 SCOPE = "jsonagent"
@@ -62,6 +62,13 @@ class _Run:
         """The tool call span an HTTP call or a sub-run belongs under, if any (of calls
         side by side, the last started)."""
         return self.tool or next(reversed(self.calls.values()), None)
+
+    def started(self, run_id: str, sub_run: str) -> Any:
+        """The span of this run's call that started the sub-run (its id comes from the
+        call's key), else the one in flight."""
+        return next((span for i, span in self.calls.items()
+                     if sub_run_id(call_key(run_id, self.tool_step, i)) == sub_run),
+                    None) or self.in_flight()
 
 
 class SpanBuilder:
@@ -134,7 +141,8 @@ class SpanBuilder:
         parent_id = getattr(event, "parent_run_id", None)
         parent_run = self.runs.get(parent_id) if parent_id else None
         if parent_run is not None:
-            return trace.set_span_in_context(parent_run.in_flight() or parent_run.span)
+            return trace.set_span_in_context(parent_run.started(parent_id, event.run_id)
+                                             or parent_run.span)
         given = _context_of(getattr(state, "traceparent", None))
         if given is not None:
             return given

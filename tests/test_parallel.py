@@ -324,3 +324,45 @@ def test_each_call_has_its_own_execute_tool_span_under_the_run():
                                                                      for i in range(3)]
     assert max(s.start_time for s in tools) < min(s.end_time for s in tools)  # side by side
     assert all(s.end_time - s.start_time >= 0.9e9 for s in tools)
+
+
+def test_an_evals_trace_has_an_entry_for_each_call_with_its_own_result():
+    from jsonagent.evals.runner import _trace
+
+    @tool
+    def double(n: int) -> int:
+        """Doubles."""
+        return 2 * n
+
+    a = agent([several(("double", {"n": 1}), ("double", {"n": 5})), DONE], [double])
+    trace = _trace(list(a.iter("double them")))
+    assert [(t["step"], t.get("call"), t["args"], t["observation"]) for t in trace[:2]] == [
+        (1, 0, {"n": 1}, 2), (1, 1, {"n": 5}, 10)]
+    assert trace[2]["tool"] == "TaskCompleteTool" and "call" not in trace[2]
+
+
+def test_sub_runs_side_by_side_each_go_under_the_span_of_the_call_that_started_it():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from jsonagent.spans import SpanBuilder
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans = SpanBuilder(model="m", tracer_provider=provider, meter_provider=MeterProvider())
+    helper = Agent(model=ScriptedModel([step("weather", {"city": "Oslo"}), DONE], replay=True),
+                   tools=[weather])
+    a = Agent(model=ScriptedModel([several(("ask", {"task": "a"}), ("ask", {"task": "b"})),
+                                   DONE]),
+              tools=[helper.as_tool("ask", "Asks.")], config=AgentConfig(parallel_calls=2),
+              on_event=lambda e: spans.write(e))
+    assert a.run("go").status == "completed"
+    done = exporter.get_finished_spans()
+    calls = {s.attributes["gen_ai.tool.call.id"]: s for s in done if s.name == "execute_tool ask"}
+    subs = [s for s in done if s.name.startswith("invoke_agent") and s.parent is not None
+            and s.parent.span_id in {c.context.span_id for c in calls.values()}]
+    assert len(calls) == 2 and len(subs) == 2
+    assert {s.parent.span_id for s in subs} == {c.context.span_id for c in calls.values()}

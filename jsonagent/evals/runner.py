@@ -151,16 +151,18 @@ def _scored(line: TaskResult, worker: EvalWorker, variant: Variant, case: Case, 
 
 
 def _trace(events: list) -> list[dict]:
-    """The run's steps as a person reads them: thought, tool, args, then the observation."""
-    steps: dict[int, dict] = {}
+    """The run's steps as a person reads them: thought, tool, args, then the observation;
+    a step of several calls is an entry a call (its `call`, from 0)."""
+    calls: dict[tuple[int, int], dict] = {}
     for e in events:
         if e.type == "step":
-            steps[e.step] = {"step": e.step, "thought": e.thought, "tool": e.tool,
-                             "args": e.args}
-        elif e.type == "tool_result" and e.step in steps:
-            steps[e.step].update(observation=_cut(e.observation), error=e.error,
-                                 **({"note": e.note} if e.note else {}))
-    return list(steps.values())
+            for n, c in enumerate(e.calls or [{"tool": e.tool, "args": e.args}]):
+                calls[e.step, n] = {"step": e.step, **({"call": n} if e.calls else {}),
+                                    "thought": e.thought, "tool": c["tool"], "args": c["args"]}
+        elif e.type == "tool_result" and (e.step, e.call) in calls:
+            calls[e.step, e.call].update(observation=_cut(e.observation), error=e.error,
+                                         **({"note": e.note} if e.note else {}))
+    return list(calls.values())
 
 
 def _cut(value: Any, limit: int = 4000) -> Any:

@@ -331,8 +331,8 @@ class Acting:
     def _close(s: RunState, record: StepRecord) -> None:
         """The step's observations into the history, in the order of its calls."""
         if grounding.held_back(record):
-            # In its reply's place: a model that sees the answer it gave, then the nudge, gives
-            # it again word for word at temperature 0 (10 catches of 10, bench/grounding_effect)
+            # in its reply's place: a model shown the answer it gave, then the nudge, gave it
+            # again word for word (the 1.5B model, 5 nudges of 7); without it, 0 of 8
             s.messages[-1] = Message(role="user", content=record.calls[0].observation["error"])
             return
         for c in record.calls:

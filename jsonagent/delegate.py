@@ -9,6 +9,8 @@ step's tool again with the input (`ctx.handed_down`), and it goes down the same 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import threading
 from dataclasses import replace
@@ -25,6 +27,9 @@ from .tools.tool import RunContext, Tool
 from .usage import Usage
 
 _COUNTING = threading.Lock()
+_HOLDING: contextvars.ContextVar[frozenset] = contextvars.ContextVar("jsonagent_agents_held",
+                                                                    default=frozenset())
+"""The agents whose sub-run this thread's work belongs to (their locks are held)."""
 SUB_RUNS = "sub_runs"
 """Where, in a session's scratch state, paused sub-runs wait when no store keeps them."""
 
@@ -57,8 +62,9 @@ class AgentCall:
         self.agent, self.name, self.structured = agent, name, structured
         self.source = f"agent:{name}"
         # one sub-run of this agent at a time: a server's workers share it (and its model,
-        # which need not be thread-safe); reentrant, for an agent that calls itself
-        self._lock = threading.RLock()
+        # which need not be thread-safe); an agent that calls itself holds it already, in
+        # whichever thread its calls run (`_HOLDING`, which each call's thread inherits)
+        self._lock = threading.Lock()
 
     def __call__(self, ctx: RunContext = None, **args: Any) -> Any:  # type: ignore[assignment]
         if ctx is None or ctx.run is None:  # called as plain Python, outside a run
@@ -140,10 +146,15 @@ class AgentCall:
         """Run the sub-run to its end or its pause; its records see every event."""
         stop = ctx.cancel.on_cancel(session.cancel)
         end = None
+        held = _HOLDING.get()
         try:
-            with self._lock:
-                for end in events:
-                    pass
+            with contextlib.nullcontext() if self in held else self._lock:
+                reset = _HOLDING.set(held | {self})
+                try:
+                    for end in events:
+                        pass
+                finally:
+                    _HOLDING.reset(reset)
         finally:
             stop()
             session.close()

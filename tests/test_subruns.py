@@ -275,3 +275,25 @@ def test_the_delegation_example_runs_the_coders_code_and_the_writer_uses_its_ans
     assert result["steps"][0]["observation"] == "31622400"
     [coder] = open_store().sub_runs(result["run_id"])
     assert coder.state.steps[0].observation["stdout"].strip() == "31622400"
+
+
+def test_an_agent_that_calls_itself_twice_in_a_step_of_several_does_not_wait_on_itself():
+    """Its sub-runs' calls run in threads of their own, and the agent's lock (one sub-run of
+    an agent at a time) is held by the run they belong to: they must not wait for it."""
+    def reply(messages, fmt):
+        last = messages[-1]["content"]
+        if '"tool_name"' in last:
+            return step("TaskCompleteTool", {"output": "stopped"})
+        return {"thought": "two at once", "calls": [
+            {"tool_name": "myself", "args_list": {"task": "a"}},
+            {"tool_name": "myself", "args_list": {"task": "b"}}]}
+
+    later = _Later()
+    agent = Agent(ScriptedModel(reply), tools=[agent_tool(later, "myself")],
+                  config=AgentConfig(max_depth=2, parallel_calls=2, max_steps=50))
+    later.deps = agent.deps
+    done = []
+    worker = threading.Thread(target=lambda: done.append(agent.run("recurse")), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert done and done[0].status == "completed", "the agent waited on itself"

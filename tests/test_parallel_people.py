@@ -97,14 +97,20 @@ def test_an_ask_and_approvals_in_one_step_are_answered_together(tmp_path):
     assert [c.observation for c in result.steps[0].calls] == ["sent to ann", "bob"]
 
 
-def test_the_cli_resumes_each_item_by_its_index(tmp_path):
-    from test_cli import cli, script
-
+def gated_send(tmp_path, script):
+    """A `send` tool spec that needs approval, and a script of one step that sends twice."""
     (tmp_path / "sendtools.py").write_text("def send(to):\n    return f'sent to {to}'\n")
     specs = tmp_path / "tools.json"
     specs.write_text(json.dumps([{"name": "send", "handler": "sendtools:send", "confirm": True,
                                   "parameters": [{"name": "to", "type": "string"}]}]))
-    model = script(tmp_path, several(("send", {"to": "ann"}), ("send", {"to": "eve"})), DONE)
+    return specs, script(tmp_path, several(("send", {"to": "ann"}), ("send", {"to": "eve"})),
+                         DONE)
+
+
+def test_the_cli_resumes_each_item_by_its_index(tmp_path):
+    from test_cli import cli, script
+
+    specs, model = gated_send(tmp_path, script)
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     paused = cli("run", "send", "--model", model, "--tools", str(specs), "--parallel-calls", "2",
                  "--no-input", env=env)
@@ -295,11 +301,7 @@ def test_a_sub_run_item_denied_by_its_parent_id_does_not_run(tmp_path):
 def test_chat_asks_for_each_item_in_turn(tmp_path):
     from test_cli import cli, script
 
-    (tmp_path / "sendtools.py").write_text("def send(to):\n    return f'sent to {to}'\n")
-    specs = tmp_path / "tools.json"
-    specs.write_text(json.dumps([{"name": "send", "handler": "sendtools:send", "confirm": True,
-                                  "parameters": [{"name": "to", "type": "string"}]}]))
-    model = script(tmp_path, several(("send", {"to": "ann"}), ("send", {"to": "eve"})), DONE)
+    specs, model = gated_send(tmp_path, script)
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
            "JSONAGENT_HOME": str(tmp_path)}
     chat = cli("chat", "--model", model, "--tools", str(specs), "--parallel-calls", "2",

@@ -1,8 +1,8 @@
 """Answers grounded in what the run saw.
 
-Before a run accepts its final answer, each number in it (in the text, and each numeric
-field of a typed answer) is looked for in what the run saw: the questions, every tool
-result and every answer from the person, read from the run's own history. A number found
+Before a run accepts its final answer, each number and each date in it (in the text, and
+each numeric field of a typed answer) is looked for in what the run saw: the questions,
+every tool result and every answer from the person, read from the run's own history. One found
 nowhere gets one nudge, as the final call's observation; the model then computes it, or
 calls the final tool again, which confirms it. Small models work figures out in their head
 (a sum of two looked-up figures, a date 100 days ahead), and through a server the 1.5B model
@@ -20,6 +20,10 @@ What counts as seen, so that a right answer is not nudged:
   (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
   what code prints is seen. Past MAX_OPERANDS numbers seen, only steps with a constant
   count, or pairs of so many numbers would cover nearly any figure by chance;
+- a date (dates.py) is checked as a date, not as its parts: it is seen when it is a day
+  seen, or a number of days, months or years seen away from one (a contract's end 30 days
+  after its start), or a few days (up to a week) or months (up to a year) away; a date 100
+  days from today is not seen unless 100 was;
 - a number named in an earlier nudge of the run: the model confirmed it;
 - after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
   compute, not a judge.
@@ -33,8 +37,11 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
+from datetime import date, timedelta
 from typing import Any, Iterable, Iterator
 
+from . import dates
+from .dates import DateMention
 from .notes import note
 from .numbers import Mention, in_data, in_text
 from .state import RunState, StepRecord
@@ -44,6 +51,12 @@ SMALL = 10
 """Integers up to this are never nudged."""
 CONSTANTS = (*range(1, 11), 12, 24, 60, 100, 1000)
 """The other operand of a one-step derivation that needs no second number seen."""
+DAY_STEPS = 7
+"""Days from a day seen that need no number seen: tomorrow, a week on."""
+MONTH_STEPS = 12
+"""Months likewise: a month on, a year on."""
+MAX_DAYS = 100_000
+"""The largest number seen that is taken as a count of days from a day seen."""
 MAX_OPERANDS = 200
 MAX_NUDGES = 2
 SHOWN = 3
@@ -52,22 +65,30 @@ _CODE_OUTPUT = ("stdout", "stderr")
 
 
 def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str]) -> dict | None:
-    """The observation for a final call whose answer has numbers nothing in the run shows,
-    or None to accept it. `final` names the final tool, `tools` every tool of the run."""
+    """The observation for a final call whose answer has numbers or dates nothing in the run
+    shows, or None to accept it. `final` names the final tool, `tools` every tool of the run."""
     earlier = [s.observation for s in state.steps if s is not record and s.tool == final
                and isinstance(s.observation, dict) and "unconfirmed" in s.observation]
     if len(earlier) >= MAX_NUDGES:
         return None
-    confirmed = {v for obs in earlier for text in obs["unconfirmed"]
-                 for m in in_text(str(text)) for v in m.values}
+    told = [str(text) for obs in earlier for text in obs["unconfirmed"]]
+    confirmed = {v for text in told for m in in_text(text) for v in m.values}
+    confirmed_days = {d for text in told for m in dates.in_text(text) for d in m.days}
+    numbers, days = answer_mentions(record.args)
     seen: Seen | None = None
-    unseen: dict[str, Mention] = {}
-    for mention in answer_numbers(record.args):
+    unseen: dict[str, Any] = {}
+    for mention in numbers:
         if _small(mention) or confirmed.intersection(mention.values) or mention.text in unseen:
             continue
-        seen = seen or Seen(v for m in sources(state, final) for v in m.values)
+        seen = seen or Seen(*sources(state, final))
         if not seen.shows(mention):
             unseen[mention.text] = mention
+    for day in days:
+        if confirmed_days.intersection(day.days) or day.text in unseen:
+            continue
+        seen = seen or Seen(*sources(state, final))
+        if not seen.shows_day(day):
+            unseen[day.text] = day
     if not unseen:
         return None
     names = list(unseen)
@@ -86,38 +107,83 @@ def held_back(record: StepRecord) -> bool:
     return len(record.calls) == 1 and isinstance(obs, dict) and "unconfirmed" in obs
 
 
-def answer_numbers(args: dict[str, Any]) -> Iterator[Mention]:
-    """The numbers of a final call's arguments: its text and its numeric fields."""
-    for value in args.values():
-        yield from in_data(value, keys=False)
+def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMention]]:
+    """The numbers and the dates of a final call's arguments: in its text and its numeric
+    fields. A date's parts are not numbers of their own."""
+    numbers: list[Mention] = []
+    found: list[DateMention] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            here = dates.in_text(value)
+            found.extend(here)
+            numbers.extend(in_text(dates.without(value, here)))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        else:
+            numbers.extend(in_data(value))
+
+    walk(args)
+    return numbers, found
 
 
-def sources(state: RunState, final: str) -> Iterator[Mention]:
-    """The numbers the run saw, from its history: the user's messages (the questions of
-    this run and the session's earlier ones) and every observation but the final tool's."""
+def sources(state: RunState, final: str) -> tuple[list[float], list[int]]:
+    """The numbers and the days the run saw, from its history: the user's messages (the
+    questions of this run and the session's earlier ones) and every observation but the
+    final tool's."""
+    values: list[float] = []
+    days: list[int] = []
+    for data in _seen_data(state, final):
+        for mention in in_data(data):
+            values.extend(mention.values)
+        for text in _texts(data):
+            days.extend(d for m in dates.in_text(text) for d in m.days)
+    return values, days
+
+
+def _seen_data(state: RunState, final: str) -> Iterator[Any]:
     for message in state.messages:
         if message.role == "user":
-            yield from in_text(message.content)
+            yield message.content
         elif message.role == "observation":
             try:
                 body = json.loads(message.content)
             except ValueError:
-                yield from in_text(message.content)
+                yield message.content
                 continue
             if not isinstance(body, dict) or body.get("tool_name") == final:
                 continue
             response = body.get("response")
             if body.get("tool_name") == CODE_TOOL and isinstance(response, dict):
                 response = [response.get(k) for k in _CODE_OUTPUT]  # what it printed
-            yield from in_data(response)
+            yield response
+
+
+def _texts(data: Any) -> Iterator[str]:
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _texts(value)
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            yield from _texts(value)
 
 
 class Seen:
     """The values seen, sorted, and what one arithmetic step makes of them: two seen, or one
-    seen and a constant, never two constants (72 is 8 x 9, and 8 and 9 were seen nowhere)."""
+    seen and a constant, never two constants (72 is 8 x 9, and 8 and 9 were seen nowhere).
+    And the days seen, with what one step makes of one: a number of days, months or years
+    seen (or a few: tomorrow, a week on, a year on) before or after it."""
 
-    def __init__(self, values: Iterable[float]):
+    def __init__(self, values: Iterable[float], days: Iterable[int] = ()):
         seen = {abs(v) for v in values}
+        self.days = sorted(set(days))
+        self.steps = {int(v) for v in seen if v.is_integer() and 0 < v <= MAX_DAYS}
         self.seen = sorted(seen)
         self.values = sorted(seen | set(CONSTANTS))
         """What the other operand of a step may be."""
@@ -150,6 +216,25 @@ class Seen:
             if tol < x < 1:  # a's share of the total of a and b: b = a(1/x - 1)
                 ranges.append((a * (1 / (x + tol) - 1), a * (1 / (x - tol) - 1)))
             if any(self._any(lo, hi, self.values) for lo, hi in ranges if hi > 0):
+                return True
+        return False
+
+    def shows_day(self, mention: DateMention) -> bool:
+        return any(self._shows_day(d) for d in mention.days)
+
+    def _shows_day(self, day: int) -> bool:
+        if not self.days:
+            return True  # nothing to step from: a date the run never read is not ours to judge
+        a = date.fromordinal(day)
+        for s in self.days:
+            b = date.fromordinal(s)
+            apart = abs(day - s)
+            months = abs((a.year - b.year) * 12 + a.month - b.month)
+            if apart <= DAY_STEPS or apart in self.steps:
+                return True
+            same_day = a.day == b.day or (b.day > a.day and (a + timedelta(days=1)).day == 1)
+            if same_day and (months <= MONTH_STEPS or months in self.steps
+                             or (months % 12 == 0 and months // 12 in self.steps)):
                 return True
         return False
 

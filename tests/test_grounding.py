@@ -179,3 +179,30 @@ def test_a_change_as_a_share_and_a_version_prefix_are_seen():
     assert unseen(s, "Sales grew 8.1% (8.06%), on Python 3.12.") == []
     s = state("How did sales go?", ("get_sales", {"before": 48213, "after": 52100}))
     assert unseen(s, "Sales grew 9.4%.") == ["9.4%"]
+
+
+def test_dates_are_checked_as_dates_not_as_their_parts():
+    from jsonagent.dates import in_text as dates_in
+    from datetime import date
+    read = {m.text: [date.fromordinal(d).isoformat() for d in m.days] for m in dates_in(
+        "2027-03-07T10:00, 05.03.2027, 3/7/2027, March 7, 2027 and 7th of Mar 2027; "
+        "not March 7, 3.12.1 or 07:34")}
+    assert read == {"2027-03-07": ["2027-03-07"], "05.03.2027": ["2027-03-05"],
+                    "3/7/2027": ["2027-03-07", "2027-07-03"], "March 7, 2027": ["2027-03-07"],
+                    "7th of Mar 2027": ["2027-03-07"]}
+    today = ("GetTimeTools", {"now": "2026-11-27 06:46", "weekday": "Friday"})
+    s = state("What is the date 100 days from today?", today)
+    assert unseen(s, "It is 2027-01-17.") == ["2027-01-17"]  # its parts, 2027 and 17, are
+    assert unseen(state("The date in 100 days?", today), "March 7, 2027") == []  # one step
+    assert unseen(state("And tomorrow?", today), "28.11.2026, a Saturday") == []
+    printed = ("CodeInterpreterTool", {"stdout": "2027-03-07\n", "exit_code": 0})
+    assert unseen(state("100 days on?", today, printed), "On 7 March 2027") == []
+    contract = ("contract", {"signed": "2027-01-31", "term_months": 13})
+    assert unseen(state("When does it end?", contract), "It ends 2028-02-29.") == []
+    assert unseen(state("When does it end?", contract), "It ends 2028-03-01.") == \
+        ["2028-03-01"]
+    confirmed = state("The date in 100 days?", today)
+    confirmed.steps.append(StepRecord(index=1, thought="", calls=[CallRecord(
+        tool=FINAL, args={}, observation=check(confirmed, {"output": "2027-01-17"}))]))
+    assert unseen(confirmed, "It is 2027-01-17") == []  # called again: confirmed
+    assert unseen(state("When?"), "On 2027-01-17") == []  # no day seen to step from

@@ -75,3 +75,35 @@ def test_strict_sandbox_refuses_or_runs_fully_isolated():
         assert r.status == "completed" and r.steps[0].observation["stdout"] == "1\n"
     else:
         assert r.status == "failed" and "sandbox refused to start" in r.error
+
+
+def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
+    from jsonagent import tool
+    from jsonagent.tools.toolset import core_tools
+
+    totals = iter([1840, 2000])
+
+    @tool
+    def order_total(order: str) -> dict:
+        """An order's total."""
+        return {"total": next(totals), "note": 'it\'s "quoted"'}
+
+    @tool
+    def sum(order: str) -> int:  # noqa: A001  (a tool named like a builtin)
+        """A builtin's name."""
+        return 0
+
+    model = ScriptedModel([
+        step("order_total", {"order": "H"}), step("sum", {"order": "H"}),
+        code("print(order_total['total'] * 2, order_total['note'], sum([1, 2]))"),
+        code("order_total = 5"), step("order_total", {"order": "H"}),
+        code("print(order_total)"),  # its own value stays
+        code("del order_total"), code("print(order_total['total'])"),  # the latest result
+        code("print(totl)"), DONE])
+    r = Agent(model=model, tools=[*core_tools(), order_total, sum]).run("x")
+    out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
+    assert out[0]["stdout"] == '3680 it\'s "quoted" 3\n'
+    assert out[2]["stdout"] == "5\n" and out[4]["stdout"] == "2000\n"
+    assert out[5]["note"] == ("totl is not defined. What the tools returned is in variables "
+                              "named after them: order_total.")  # `sum` stays the builtin
+    assert "note" not in out[0] and "NameError" in out[5]["error"]

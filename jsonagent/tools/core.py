@@ -9,6 +9,7 @@ from ..calls import IDEMPOTENT
 from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
+from .bound import binding, results_named, unknown_name
 from .cell import prepare
 from .tool import RunContext
 
@@ -56,7 +57,10 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
     sandbox = ctx.sandbox()
     # a cancel kills the worker, and the next call starts afresh (a sandbox of your own,
     # from Agent(sandbox_factory=...), may have no kill: its call is then left to finish)
+    bound = results_named(cell.code, ctx.run, CODE_TOOL)
     with ctx.cancel.watch(getattr(sandbox, "kill", lambda: None)):
+        if bound:
+            sandbox.run(binding(bound))
         result = sandbox.run(cell.code)
     # the note first: the model reads why its code ran as it did before what it printed
     out: dict[str, Any] = {"note": None, **({"ran": cell.code} if cell.note else {}),
@@ -65,6 +69,7 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
+        notes += filter(None, [unknown_name(result.error, ctx.run, CODE_TOOL)])
     if result.timed_out:
         out["timed_out"] = True
     if result.stdout_truncated or result.stderr_truncated:

@@ -99,7 +99,7 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
         code("order_total = 5"), step("order_total", {"order": "H"}),
         code("print(order_total)"),  # its own value stays
         code("del order_total"), code("print(order_total['total'])"),  # the latest result
-        code("print(totl)"), DONE])
+        code("print(totl)"), code("total = order_total['total'] + 1"), DONE])
     r = Agent(model=model, tools=[*core_tools(), order_total, sum]).run("x")
     out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
     assert out[0]["stdout"] == '3680 it\'s "quoted" 3\n'
@@ -107,3 +107,15 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
     assert out[5]["note"] == ("totl is not defined. What the tools returned is in variables "
                               "named after them: order_total.")  # `sum` stays the builtin
     assert "note" not in out[0] and "NameError" in out[5]["error"]
+    assert out[1].get("note") == ("The code ran and printed nothing. To see order_total, print "
+                              "it: print(order_total).")
+    assert out[6] == {"note": "The code ran and printed nothing. To see total, print it: "
+                              "print(total).", "stdout": "", "exit_code": 0}
+
+
+def test_the_persons_answers_are_not_bound_to_a_name():
+    model = ScriptedModel([step("AskHumanHelpTool", {"question": "a number?"}),
+                           code("print(AskHumanHelpTool)"), code("print(first_number)"), DONE])
+    r = Agent(model=model, ask_human=lambda q: "12345").run("x")
+    assert all("NameError" in r.steps[i].observation["error"] for i in (1, 2))
+    assert "note" not in r.steps[2].observation  # no tool results to point to

@@ -6,6 +6,8 @@ literal, where one quote breaks the cell. In the round-8 tasks the 1.5B model di
 the other in 3 of its 17 misses (issue 37). So a cell that names a tool of the run gets that
 tool's latest result under its name, as Python data.
 
+The interpreter's own results and the person's answers are not bound: the person answers
+several questions, and the last answer under the tool's name would pass for all of them.
 A name the code gave a value of its own is left alone: it is bound only while it is unset or
 still holds what an earlier binding put there. Names of builtins are never bound, so a tool
 called `sum` does not hide `sum()`.
@@ -19,7 +21,7 @@ import json
 import keyword
 import re
 import tokenize
-from typing import Any
+from typing import Any, Container
 
 from ..notes import note
 
@@ -28,20 +30,20 @@ HELD = "_tool_results"
 """The kernel's record of what it was given, so that a later binding knows its own."""
 
 
-def results_named(code: str, run: Any, skip: str) -> dict[str, Any]:
+def results_named(code: str, run: Any, skip: Container[str]) -> dict[str, Any]:
     """The latest result of each tool of `run` (a RunState) that `code` names, of the calls
-    that succeeded, but `skip`'s (the interpreter's own); JSON data only."""
+    that succeeded, but those of the tools in `skip`; JSON data only."""
     names = _names(code)
     return {name: value for name, value in latest(run, skip).items() if name in names}
 
 
-def latest(run: Any, skip: str) -> dict[str, Any]:
+def latest(run: Any, skip: Container[str]) -> dict[str, Any]:
     """The latest result of each tool of `run` that may be bound, by the tool's name."""
     found: dict[str, Any] = {}
     for record in reversed(getattr(run, "steps", None) or ()):
         for call in reversed(record.calls):
             name = call.tool
-            if name not in found and call.done and not call.error and name != skip \
+            if name not in found and call.done and not call.error and name not in skip \
                     and _bindable(name):
                 try:
                     json.dumps(call.observation)
@@ -51,7 +53,7 @@ def latest(run: Any, skip: str) -> dict[str, Any]:
     return found
 
 
-def unknown_name(error: str | None, run: Any, skip: str) -> str | None:
+def unknown_name(error: str | None, run: Any, skip: Container[str]) -> str | None:
     """For a cell that failed on a name it never defined, when the run has results: a note
     that names the variables that hold them (the model guessed `lines` for `invoice_lines`)."""
     found = _UNDEFINED.search(error or "")

@@ -9,6 +9,7 @@ model is told why. Code that compiles is never touched.
 
 from __future__ import annotations
 
+import ast
 import io
 import keyword
 import re
@@ -64,6 +65,18 @@ def prepare(code: str) -> Cell:
     if splits:  # they ran together, and the rest still does not compile: say how to write it
         return Cell(code, note("code_ran_together", column=column), runs=False)
     return Cell(code)  # another mistake: Python's own error says it best
+
+
+def assigned_last(code: str) -> str | None:
+    """The name a cell's last statement assigns (`total = sum(...)`), if it is one name."""
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError):
+        return None
+    last = body[-1] if body else None
+    targets = last.targets if isinstance(last, ast.Assign) else \
+        [last.target] if isinstance(last, (ast.AugAssign, ast.AnnAssign)) else []
+    return targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
 
 
 def _line(code: str, lineno: int | None) -> str:

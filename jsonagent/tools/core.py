@@ -10,7 +10,7 @@ from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
 from .bound import binding, results_named, unknown_name
-from .cell import prepare
+from .cell import assigned_last, prepare
 from .tool import RunContext
 
 
@@ -57,7 +57,7 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
     sandbox = ctx.sandbox()
     # a cancel kills the worker, and the next call starts afresh (a sandbox of your own,
     # from Agent(sandbox_factory=...), may have no kill: its call is then left to finish)
-    bound = results_named(cell.code, ctx.run, CODE_TOOL)
+    bound = results_named(cell.code, ctx.run, UNBOUND)
     with ctx.cancel.watch(getattr(sandbox, "kill", lambda: None)):
         if bound:
             sandbox.run(binding(bound))
@@ -69,12 +69,16 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
-        notes += filter(None, [unknown_name(result.error, ctx.run, CODE_TOOL)])
+        notes += filter(None, [unknown_name(result.error, ctx.run, UNBOUND)])
     if result.timed_out:
         out["timed_out"] = True
     if result.stdout_truncated or result.stderr_truncated:
         out["truncated"] = True
     notes += limit_notes(result, sandbox, AGENT_SETTINGS)
+    silent = assigned_last(cell.code) if not (result.stdout or result.stderr or result.error) \
+        else None
+    if silent:  # the model then answers from its head: it never saw the value it computed
+        notes.append(note("code_printed_nothing", variable=silent))
     if result.crashed:
         out["crashed"] = True
     if result.state_lost:
@@ -128,3 +132,5 @@ BUILTINS = {
 FINAL_TOOL = "TaskCompleteTool"
 ASK_HUMAN_TOOL = "AskHumanHelpTool"
 CODE_TOOL = "CodeInterpreterTool"
+UNBOUND = (CODE_TOOL, ASK_HUMAN_TOOL)
+"""Tools whose results a code cell does not read under their names (bound.py)."""

@@ -55,11 +55,11 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         return {"stdout": "", "exit_code": 1, "error": cell.note}
     notes = [cell.note] if cell.note else []
     sandbox = ctx.sandbox()
+    bound = results_named(cell.code, ctx.run, UNBOUND)
     # a cancel kills the worker, and the next call starts afresh (a sandbox of your own,
     # from Agent(sandbox_factory=...), may have no kill: its call is then left to finish)
-    bound = results_named(cell.code, ctx.run, UNBOUND)
     with ctx.cancel.watch(getattr(sandbox, "kill", lambda: None)):
-        if bound:
+        if bound:  # what it returns is not the model's: had it failed, the cell says so
             sandbox.run(binding(bound))
         result = sandbox.run(cell.code)
     # the note first: the model reads why its code ran as it did before what it printed

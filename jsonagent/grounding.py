@@ -112,22 +112,13 @@ def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMenti
     fields. A date's parts are not numbers of their own."""
     numbers: list[Mention] = []
     found: list[DateMention] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            here = dates.in_text(value)
+    for leaf in _leaves(args):
+        if isinstance(leaf, str):
+            here = dates.in_text(leaf)
             found.extend(here)
-            numbers.extend(in_text(dates.without(value, here)))
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
+            numbers.extend(in_text(dates.without(leaf, here)))
         else:
-            numbers.extend(in_data(value))
-
-    walk(args)
+            numbers.extend(in_data(leaf))
     return numbers, found
 
 
@@ -140,8 +131,9 @@ def sources(state: RunState, final: str) -> tuple[list[float], list[int]]:
     for data in _seen_data(state, final):
         for mention in in_data(data):
             values.extend(mention.values)
-        for text in _texts(data):
-            days.extend(d for m in dates.in_text(text) for d in m.days)
+        for text in _leaves(data):
+            if isinstance(text, str):
+                days.extend(d for m in dates.in_text(text) for d in m.days)
     return values, days
 
 
@@ -163,15 +155,16 @@ def _seen_data(state: RunState, final: str) -> Iterator[Any]:
             yield response
 
 
-def _texts(data: Any) -> Iterator[str]:
-    if isinstance(data, str):
-        yield data
-    elif isinstance(data, dict):
+def _leaves(data: Any) -> Iterator[Any]:
+    """The values of JSON data that are not containers (a dict's values, not its keys)."""
+    if isinstance(data, dict):
         for value in data.values():
-            yield from _texts(value)
+            yield from _leaves(value)
     elif isinstance(data, (list, tuple)):
         for value in data:
-            yield from _texts(value)
+            yield from _leaves(value)
+    else:
+        yield data
 
 
 class Seen:

@@ -145,7 +145,8 @@ def test_the_first_steps_thought_is_typed_too(serve):
     the first step, the longest wait, is typed as it is written."""
     from test_server_stream import LONG
 
-    server = serve({"chunk": 3, "delay": 0.04,
+    # about 3.5 s of typing: a loaded machine's browser may first look a second late
+    server = serve({"chunk": 3, "delay": 0.15,
                     "replies": [step("GetTimeTools", {"timezone": "UTC"}, LONG),
                                 step("TaskCompleteTool", {"output": "42"}, "done")]})
     with _asked(server, "What time is it?") as page:

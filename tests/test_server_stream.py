@@ -75,3 +75,35 @@ def test_a2a_stream_sends_the_partial_thought(serve):
     partial = [t for t in texts if LONG.startswith(t) and t != LONG]
     assert partial, texts  # the thought of step 2, cut short, before the step ended
     assert any(t.startswith(LONG + " → GetTimeTools") for t in texts)
+
+
+def test_a_delta_taken_after_its_step_was_read_still_goes_out_before_it():
+    """A stream reads the store, then takes the deltas that came meanwhile: the last pieces of
+    a reply can be taken after the step they make up was read. They go out before it, so an
+    AG-UI client's reasoning holds the whole thought, not its first word."""
+    from jsonagent.events import ThoughtDelta
+    from jsonagent.server.agui_events import Translator
+    from jsonagent.server.live import in_order
+
+    def piece(text, step=2, attempt=0, run="r"):
+        return ThoughtDelta(run_id=run, step=step, attempt=attempt, text=text)
+
+    void, sub = piece("void ", attempt=0), piece("below", step=1, run="sub")
+    read = [(True, {"type": "reask", "run_id": "r", "step": 2, "attempt": 1, "seq": 5}),
+            (False, {"type": "step", "run_id": "sub", "step": 1, "seq": 1}),
+            (True, {"type": "step", "run_id": "r", "step": 2, "thought": "and Paris",
+                    "tool": "GetTimeTools", "args": {}, "repairs": [], "seq": 6}),
+            (True, {"type": "tool_result", "run_id": "r", "step": 2, "seq": 7})]
+    late = [void, sub, piece("and", attempt=1), piece(" Paris", attempt=1),
+            piece("next", step=3)]
+    order = [e if stored is False and not isinstance(e, dict) else e["type"] + str(e["seq"])
+             for stored, e in in_order(read, late)]
+    assert order == [void, "reask5", sub, "step1", late[2], late[3], "step6", "tool_result7",
+                     late[4]]
+
+    translator = Translator("r", "TaskCompleteTool")
+    shown = translator.delta(piece("and"))
+    for _, e in in_order(read[2:3], [piece(" Paris")]):
+        shown += translator.delta(e) if not isinstance(e, dict) else translator.event(e)
+    assert "".join(getattr(e, "delta", "") for e in shown
+                   if type(e).__name__ == "ReasoningMessageContentEvent") == "and Paris"

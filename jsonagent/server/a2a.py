@@ -34,7 +34,7 @@ from ..errors import Conflict, SessionBusy, Unknown
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, QUEUED, RUNNING, Reason
 from ..events import ThoughtDelta
 from .a2a_tasks import KEY, KeyedRequests, StoredTasks, key_of, remember_run, run_of
-from .live import until_either
+from .live import in_order, until_either
 from .wakeups import LOOK_ANYWAY_S
 
 if TYPE_CHECKING:
@@ -152,10 +152,23 @@ class RunExecutor(AgentExecutor):
             look = True
             while not self.runner.stopping.is_set():
                 batch = []
-                if look:  # stored events first: a delta is written after them
+                if look:
                     news.clear()
                     batch = await asyncio.to_thread(store.events, run_id, None, after)
-                for event in batch:
+                # deltas taken after the read: each comes before the step that settles it
+                for stored, event in in_order([(True, e) for e in batch], live.take()):
+                    if not stored:
+                        if isinstance(event, ThoughtDelta):
+                            key = (event.run_id, event.step, event.attempt)
+                            writing[key] = writing.get(key, "") + event.text
+                            if time.monotonic() - sent >= PARTIAL_EVERY_S:
+                                # each status goes into the task's history: not per token
+                                sent = time.monotonic()
+                                message = updater.new_agent_message(
+                                    [new_text_part(writing[key])])
+                                await updater.update_status(TaskState.TASK_STATE_WORKING,
+                                                            message)
+                        continue
                     after = event["seq"]
                     if event["type"] == "step":
                         line = f"{event['thought']} → {event['tool']} {json.dumps(event['args'])}"
@@ -164,15 +177,6 @@ class RunExecutor(AgentExecutor):
                     elif event["type"] == "run_end":
                         await self._end(run_id, event, updater)
                         return
-                for delta in live.take():
-                    if isinstance(delta, ThoughtDelta):
-                        key = (delta.run_id, delta.step, delta.attempt)
-                        writing[key] = writing.get(key, "") + delta.text
-                        if time.monotonic() - sent >= PARTIAL_EVERY_S:
-                            # each status message goes into the task's history: not per token
-                            sent = time.monotonic()
-                            message = updater.new_agent_message([new_text_part(writing[key])])
-                            await updater.update_status(TaskState.TASK_STATE_WORKING, message)
                 await until_either(news, live.ready, LOOK_ANYWAY_S)
                 look = news.is_set() or not live.ready.is_set()
 

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 
 from ..events import Delta
 from ..status import NEEDS_HUMAN, SERVER_FINAL
-from .live import until_either
+from .live import in_order, until_either
 from .runner import Runner, public_status
 from .wakeups import LOOK_ANYWAY_S, Wakeups, until_news
 
@@ -31,20 +31,22 @@ async def follow(runner: Runner, wakeups: Wakeups, run_id: str, after: int, requ
             (runner.live.follow(run_id) if deltas else nullcontext()) as live:
         look = True
         while not runner.stopping.is_set():
-            batch = []
-            if look:  # stored events first: a delta is written after them
+            subs_batch, batch = [], []
+            if look:
                 news.clear()
-                for event in await asyncio.to_thread(sub_events, store, run_id, subs):
-                    yield False, event
+                subs_batch = await asyncio.to_thread(sub_events, store, run_id, subs)
                 batch = await asyncio.to_thread(store.events, run_id, None, after)
-            for event in batch:
+            read = [(False, e) for e in subs_batch] + [(True, e) for e in batch]
+            # taken after the reads: every delta of a step just read is in hand by now
+            for stored, event in in_order(read, live.take() if live is not None else ()):
+                if not stored:
+                    yield stored, event
+                    continue
                 after = event["seq"]
                 yield True, event
                 if event["type"] == "run_end" and (
                         event["status"] != NEEDS_HUMAN or not through_pauses):
                     return
-            for delta in live.take() if live is not None else ():
-                yield False, delta
             if look and not batch:
                 info = await asyncio.to_thread(runner.get, run_id)
                 if public_status(info) in SERVER_FINAL and not \

@@ -13,11 +13,12 @@ until the runner says the reply is done (`written`).
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, Iterable, Iterator
 
 from ..events import ArgsDelta, Delta, ThoughtDelta
 
@@ -97,6 +98,36 @@ class Live:
                 followers.discard(follower)
                 if not followers:
                     self._followers.pop(run_id, None)
+
+
+def in_order(events: Iterable[tuple[bool, dict[str, Any]]], deltas: Iterable[Delta]
+             ) -> Iterator[tuple[bool, dict[str, Any] | Delta]]:
+    """`(stored, event)` pairs just read from the store, and the deltas taken after reading
+    them, in the order they happened. A reply's deltas are published before the stored event
+    that says what it became (its step, or the re-ask that voids it), yet the last of them
+    may reach this thread only after that event was read: each goes out before it."""
+    held = list(deltas)
+    for stored, event in events:
+        bound = _settles(event)
+        if bound is not None and held:
+            due = [d for d in held
+                   if d.run_id == event.get("run_id") and (d.step, d.attempt) < bound]
+            if due:
+                held = [d for d in held if not any(d is x for x in due)]
+                for delta in due:
+                    yield False, delta
+        yield stored, event
+    for delta in held:
+        yield False, delta
+
+
+def _settles(event: dict[str, Any]) -> tuple[int, float] | None:
+    """The (step, attempt) whose deltas, and every earlier one's, this event settles."""
+    if event["type"] == "step":
+        return event["step"], math.inf
+    if event["type"] == "reask":  # its attempt is the next one: the void one is below it
+        return event["step"], event["attempt"]
+    return None
 
 
 def _attempt(delta: Delta) -> tuple[str, int, int]:

@@ -7,7 +7,7 @@ for the benchmark: the keywords declare what an endpoint does, which server dete
 37, item 6) sets for the servers it knows.
 
     server                the backend as shipped: server detection finds llama-cpp-python and
-                          declares both changes below (servers.py)
+                          declares the changes below (servers.py)
     server-before         neither change, as round 6 shipped it: schema mode, the tool-call
                           form, the reply streamed so the loop can hold the thought to its cap
                           (llama-cpp-python's server sends no usage in a stream, so each step
@@ -20,15 +20,22 @@ for the benchmark: the keywords declare what an endpoint does, which server dete
                           grammar holds the thought's maxLength, as llguidance does
                           in-process), so no stream and no counting request, which left the
                           server's cache without the reply
+    server-grammar        the server as round 9 shipped it: the schema's grammar on every
+                          request. `server` asks without it first, and under it only after a
+                          reply that breaks the envelope (`grammar_costly`)
 """
 
 from __future__ import annotations
 
 SERVER_VARIANTS: dict[str, tuple[dict, dict]] = {
     "server": ({}, {}),
-    "server-before": ({"tool_results_alone": False, "keeps_max_length": False}, {}),
-    "server-results-alone": ({"tool_results_alone": True, "keeps_max_length": False}, {}),
-    "server-whole": ({"tool_results_alone": False, "keeps_max_length": True}, {}),
+    "server-before": ({"tool_results_alone": False, "keeps_max_length": False,
+                       "grammar_costly": False}, {}),
+    "server-results-alone": ({"tool_results_alone": True, "keeps_max_length": False,
+                              "grammar_costly": False}, {}),
+    "server-whole": ({"tool_results_alone": False, "keeps_max_length": True,
+                      "grammar_costly": False}, {}),
+    "server-grammar": ({"grammar_costly": False}, {}),
 }
 """Name: (OpenAIModel keywords, AgentConfig fields on top of schema mode)."""
 

@@ -118,7 +118,7 @@ class Requester:
             s.usage.add(reply.usage)
             self.hooks.call("after_model", s, reply)
             yield ev.ModelCall(step=index, attempt=attempt, raw=reply.text, usage=reply.usage,
-                               json_mode=s.json_mode,
+                               json_mode=self._sent_mode,
                                finish_reason="length" if reply.cut else "stop",
                                sampling=reply.sampling, model=reply.model,
                                latency_s=round(time.perf_counter() - self._t0, 4))
@@ -129,6 +129,12 @@ class Requester:
         """The request, built from the history and what the model declares, and its reply."""
         fmt = self.style.response_format(s.json_mode, self.toolset,
                                          self.config.thought_max_chars, without)
+        if fmt is not None and attempt == 0 and without is None and self.caps.grammar_costly:
+            # a reply the envelope accepts is one the grammar would have let through; one
+            # that breaks it is re-asked (attempt 1) under the grammar. The stall mask is the
+            # grammar's alone, so a masked step has it from the start.
+            fmt = None
+        self._sent_mode = s.json_mode if fmt is not None or self.style.stop else "prompt"
         # first, so that a summary the memory asks for goes where the request goes (a
         # fallback model's hook says which of its models answers the run)
         self.hooks.call("before_model", s)
@@ -138,7 +144,7 @@ class Requester:
                                               tool_calls=s.tool_calls)
         self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire), price=self.price)
         self._t0 = time.perf_counter()
-        cap = self._thought_cap(s)
+        cap = self._thought_cap(s, fmt)
         # a step of several calls, in the tool-call form: the endpoint is told a reply may
         # hold several (a model that takes the form takes the keyword; see models/)
         more = _PARALLEL if s.tool_calls and self.style.most > 1 and self.caps.tool_calls \
@@ -188,13 +194,13 @@ class Requester:
         s.json_mode = config.json_mode or caps.default_json_mode
         s.tool_calls = bool(config.tool_calls)
 
-    def _thought_cap(self, s: RunState) -> ThoughtCap | None:
+    def _thought_cap(self, s: RunState, fmt: dict | None) -> ThoughtCap | None:
         """What stops a thought that runs on, where the model's decoding may not: a server's
-        grammar that ignores maxLength, or object mode, which has none."""
+        grammar that ignores maxLength, object mode, which has none, or no grammar at all."""
         cap = self.config.thought_max_chars
         caps = self.caps
         if cap is None or not caps.streams or caps.writes_ahead or self.style.stop \
-                or caps.keeps_max_length and s.json_mode == "schema":
+                or caps.keeps_max_length and s.json_mode == "schema" and fmt is not None:
             return None  # (a text style, with its stop sequence, writes no JSON thought)
         return ThoughtCap(cap)
 

@@ -123,7 +123,7 @@ def run(recorded, config=None, **kw):
     (LM_STUDIO, {"repeat_penalty": 1.0}, "json_schema"),
 ], ids=["llama.cpp", "llama-cpp-python", "ollama", "vllm", "lmstudio"])
 def test_each_server_gets_its_best_json_mode_and_sampling(recorded, extra, format_type):
-    chats, events, _ = run(recorded)
+    chats, events, _ = run(recorded, grammar_costly=False)  # the grammar from the first try
     body = chats[0]
     assert {k: body[k] for k in ("cache_prompt", "repeat_penalty", "repetition_penalty")
             if k in body} == extra
@@ -132,6 +132,39 @@ def test_each_server_gets_its_best_json_mode_and_sampling(recorded, extra, forma
         assert body["response_format"]["schema"]["type"] == "object"
     start = next(e for e in events if e.type == "run_start")
     assert start.json_mode == "schema" and start.server["extra_body"] == extra
+
+
+def test_a_costly_grammar_is_asked_for_only_after_a_reply_breaks_the_envelope():
+    """llama-cpp-python's server: a step is asked for without the grammar; a reply that
+    breaks the envelope is re-asked under it; the next step goes without it again."""
+    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+    replies = iter([broken, json.dumps(step("GetTimeTools", {"timezone": "UTC"}, "t")), DONE])
+    sent = []
+
+    def answer(req):
+        sent.append(req.body)
+        if req.body.get("max_tokens") == 1:  # the usage probe after a stream (see openai.py)
+            return 200, completion("{")
+        text = next(replies)
+        if not req.body.get("stream"):
+            return 200, completion(text)
+        events = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([text]))
+        return 200, events + "data: [DONE]\n\n", {"content-type": "text/event-stream"}
+
+    events = []
+    with serve(LLAMA_CPP_PYTHON, chat=answer) as api:
+        model = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test")
+        assert model.grammar_costly
+        result = Agent(model=model, on_event=events.append).run("x")
+    assert result.status == "completed" and result.answer == "4"
+    asked = [b.get("response_format", {}).get("type") for b in sent if b.get("max_tokens") != 1]
+    assert asked == [None, "json_object", None]
+    assert "schema" in [b for b in sent if "response_format" in b][0]["response_format"]
+    assert [e.json_mode for e in events if e.type == "model_reply"] == \
+        ["prompt", "schema", "prompt"]
+    assert [e.attempt for e in events if e.type == "reask"] == [1]
+    start = next(e for e in events if e.type == "run_start")
+    assert start.json_mode == "schema" and start.server["grammar_costly"] is True
 
 
 def test_the_run_records_what_was_detected():

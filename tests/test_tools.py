@@ -148,8 +148,23 @@ def test_get_time_reads_what_small_models_write():
 
 @pytest.mark.parametrize("zone", ["Mars/Olympus", "../etc/passwd", "Not A Zone"])
 def test_get_time_unknown_zone_is_clear(zone):
-    with pytest.raises(ToolError, match="unknown time zone"):
+    with pytest.raises(ToolError, match="unknown time zone.*the areas Africa, America"):
         get_time(zone)
+
+
+def test_get_time_forgives_case_and_spaces_and_offers_what_was_meant():
+    assert get_time("america/new york")["timezone"] == "America/New_York"
+    assert get_time("utc")["timezone"] == "UTC"
+    for written, meant in [("Europe/Londn", "'Europe/London'"), ("Tokyo", "'Asia/Tokyo'")]:
+        with pytest.raises(ToolError, match=f"did you mean {meant}"):
+            get_time(written)
+    # a city tzdata has no zone for gets its area's names, never another city's look-alike
+    # (Asia/Mumbai is as near Asia/Dubai as a typo), nor an example to copy
+    with pytest.raises(ToolError) as caught:
+        get_time("Asia/Mumbai")
+    said = str(caught.value)
+    assert "the IANA names in Asia are: Asia/Aden" in said and "Asia/Kolkata" in said
+    assert "did you mean" not in said and "\n" not in said
 
 
 def test_ask_human_without_a_human_needs_one():

@@ -87,6 +87,11 @@ class Capabilities:
     """In schema mode its decoding keeps strings within the schema's maxLength (llguidance
     does). Otherwise the loop has the reply streamed and stops it once its thought passes
     the cap (a server's grammar may ignore maxLength, and object mode has none)."""
+    grammar_costly: bool = False
+    """Its grammar costs more a token than the reply it constrains: llama-cpp-python's
+    server checks the whole vocabulary against it at every token (119 ms a token against
+    67 without, on the 1.5B model; bench/free_first.py). The first try at a step then goes
+    without one, and only a reply that breaks the envelope is asked again under it."""
     writes_ahead: bool = False
     """Its replies are fixed before they are asked for (a script, a replay): none can run
     on, so none is watched as it is written."""

@@ -66,7 +66,8 @@ class OpenAIModel:
                  timeout: float = 120.0, max_retries: int = 0, temperature: float | None = 0.0,
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
                  detect: bool = True, provider: str | None = None, *,
-                 keeps_max_length: bool | None = None, tool_results_alone: bool | None = None):
+                 keeps_max_length: bool | None = None, tool_results_alone: bool | None = None,
+                 grammar_costly: bool | None = None):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
 
@@ -77,10 +78,12 @@ class OpenAIModel:
         is never asked. `provider` names who bills the tokens, for the run's cost, where the
         URL does not say (a proxy; see pricing.py).
 
-        `keeps_max_length`, `tool_results_alone`: what the endpoint does with a prompt (see
-        servers.Profile, whose values None takes): its grammar holds maxLength, so the
-        thought's cap needs no watched stream; it takes a `tool` message no `tool_calls`
-        announced, so a step goes as its JSON alone, as its template renders in-process."""
+        `keeps_max_length`, `tool_results_alone`, `grammar_costly`: what the endpoint does
+        with a prompt (see servers.Profile, whose values None takes): its grammar holds
+        maxLength, so the thought's cap needs no watched stream; it takes a `tool` message
+        no `tool_calls` announced, so a step goes as its JSON alone, as its template renders
+        in-process; its grammar slows every token, so a step is first asked for without
+        one (models.Capabilities)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -110,7 +113,8 @@ class OpenAIModel:
         kept for ASK_AGAIN_S, then the endpoint is asked again."""
         self._api_key = api_key
         self._declared = {"keeps_max_length": keeps_max_length,
-                          "tool_results_alone": tool_results_alone}
+                          "tool_results_alone": tool_results_alone,
+                          "grammar_costly": grammar_costly}
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -216,6 +220,10 @@ class OpenAIModel:
     def tool_results_alone(self) -> bool:
         return self._said("tool_results_alone")
 
+    @property
+    def grammar_costly(self) -> bool:
+        return self._said("grammar_costly")
+
     def _said(self, name: str) -> bool:
         """What the caller declared the endpoint does, else what its server's profile says."""
         if self._declared[name] is not None:
@@ -239,7 +247,8 @@ class OpenAIModel:
                 "context_tokens": found.context_tokens,
                 "json_mode": profile.json_mode if profile else None,
                 "extra_body": dict(self.sampling_extra),
-                "schema_as_json_object": self._schema_as_json_object}
+                "schema_as_json_object": self._schema_as_json_object,
+                "grammar_costly": self.grammar_costly}
 
     def _detected(self):
         """The server behind the endpoint, detected on first use and kept; its profile's

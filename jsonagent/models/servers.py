@@ -40,6 +40,8 @@ class Profile:
     """Its grammar holds a schema's maxLength: the thought's cap needs no watched stream."""
     tool_results_alone: bool = False
     """It takes a `tool` message no assistant `tool_calls` announced (see OpenAIModel)."""
+    grammar_costly: bool = False
+    """Its grammar costs more a token than the reply it constrains (models.Capabilities)."""
     why: str = ""
 
 
@@ -54,8 +56,9 @@ PROFILES = {
     # repeat_penalty defaults to 1.1
     "llama-cpp-python": Profile("schema", schema_as_json_object=True,
                                 extra={"repeat_penalty": 1.0}, keeps_max_length=True,
-                                tool_results_alone=True,
-                                why="schema as json_object+schema (its dialect); no "
+                                tool_results_alone=True, grammar_costly=True,
+                                why="schema as json_object+schema (its dialect), asked for "
+                                    "only when a reply without it breaks the envelope; no "
                                     "repetition penalty"),
     # format=schema through its OpenAI API since 0.5; its repeat_penalty and num_ctx are
     # not settable there (a Modelfile or OLLAMA_CONTEXT_LENGTH sets them)

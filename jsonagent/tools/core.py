@@ -9,6 +9,7 @@ from ..calls import IDEMPOTENT
 from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
+from . import zones
 from .bound import binding, results_named, unknown_name
 from .cell import assigned_last, prepare
 from .tool import RunContext
@@ -23,11 +24,11 @@ def get_time(timezone: str | None = None, format: str | None = None) -> dict[str
     if timezone:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+        timezone = zones.canonical(timezone) or timezone
         try:
             now = datetime.now(ZoneInfo(timezone))
         except (ZoneInfoNotFoundError, ValueError):
-            raise ToolError(f"unknown time zone {timezone!r}; use an IANA name such as "
-                            "'UTC', 'Europe/Paris' or 'Asia/Shanghai'") from None
+            raise ToolError(zones.unknown(timezone)) from None
     else:
         now = datetime.now().astimezone()
     text = now.isoformat(timespec="seconds")

@@ -144,7 +144,7 @@ class Requester:
                                               tool_calls=s.tool_calls)
         self.limits.check(s, tokens=lambda: self.memory.tokens(s, wire), price=self.price)
         self._t0 = time.perf_counter()
-        cap = self._thought_cap(s, fmt)
+        cap = self._thought_cap(s)
         # a step of several calls, in the tool-call form: the endpoint is told a reply may
         # hold several (a model that takes the form takes the keyword; see models/)
         more = _PARALLEL if s.tool_calls and self.style.most > 1 and self.caps.tool_calls \
@@ -194,13 +194,16 @@ class Requester:
         s.json_mode = config.json_mode or caps.default_json_mode
         s.tool_calls = bool(config.tool_calls)
 
-    def _thought_cap(self, s: RunState, fmt: dict | None) -> ThoughtCap | None:
+    def _thought_cap(self, s: RunState) -> ThoughtCap | None:
         """What stops a thought that runs on, where the model's decoding may not: a server's
-        grammar that ignores maxLength, object mode, which has none, or no grammar at all."""
+        grammar that ignores maxLength, or object mode, which has none. A try without the
+        grammar (`grammar_costly`) is held by the reply's token cap alone: streaming it would
+        cost llama-cpp-python's server a request to count its tokens, which leaves the reply
+        out of its prompt cache."""
         cap = self.config.thought_max_chars
         caps = self.caps
         if cap is None or not caps.streams or caps.writes_ahead or self.style.stop \
-                or caps.keeps_max_length and s.json_mode == "schema" and fmt is not None:
+                or caps.keeps_max_length and s.json_mode == "schema":
             return None  # (a text style, with its stop sequence, writes no JSON thought)
         return ThoughtCap(cap)
 

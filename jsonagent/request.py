@@ -130,9 +130,9 @@ class Requester:
         fmt = self.style.response_format(s.json_mode, self.toolset,
                                          self.config.thought_max_chars, without)
         if fmt is not None and attempt == 0 and without is None and self.caps.grammar_costly:
-            # a reply the envelope accepts is one the grammar would have let through; one
-            # that breaks it is re-asked (attempt 1) under the grammar. The stall mask is the
-            # grammar's alone, so a masked step has it from the start.
+            # a reply the envelope accepts needed no grammar; one that breaks it is re-asked
+            # (attempt 1) under the grammar. The stall mask is the grammar's alone, so a
+            # masked step has it from the start.
             fmt = None
         self._sent_mode = s.json_mode if fmt is not None or self.style.stop else "prompt"
         # first, so that a summary the memory asks for goes where the request goes (a

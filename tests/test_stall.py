@@ -56,6 +56,20 @@ def test_in_schema_mode_the_step_after_the_warning_cannot_call_that_tool():
     assert tools(model.requests[2]) == [t for t in everything if t != "GetTimeTools"]
 
 
+def test_a_costly_grammar_still_masks_the_step_after_the_warning():
+    """A server whose grammar slows every token gets none on a step's first try, except on
+    the step the stall mask needs it for."""
+    model = ScriptedModel([UTC, UTC, DONE])
+    model.grammar_costly = True
+    r = Agent(model=model, config=AgentConfig(json_mode="schema")).run("time?")
+    assert r.status == "completed"
+    sent = [req["response_format"] for req in model.requests]
+    assert sent[:2] == [None, None]
+    masked = [a["properties"]["tool_name"]["const"]
+              for a in sent[2]["json_schema"]["schema"]["anyOf"]]
+    assert "GetTimeTools" not in masked and "TaskCompleteTool" in masked
+
+
 def test_the_same_result_from_different_calls_counts_too():
     @tool
     def search(query: str) -> str:

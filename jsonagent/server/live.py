@@ -110,12 +110,11 @@ def in_order(events: Iterable[tuple[bool, dict[str, Any]]], deltas: Iterable[Del
     for stored, event in events:
         bound = _settles(event)
         if bound is not None and held:
-            due = [d for d in held
-                   if d.run_id == event.get("run_id") and (d.step, d.attempt) < bound]
-            if due:
-                held = [d for d in held if not any(d is x for x in due)]
-                for delta in due:
-                    yield False, delta
+            run_id = event.get("run_id")
+            due = [d.run_id == run_id and (d.step, d.attempt) < bound for d in held]
+            for delta in (d for d, now in zip(held, due) if now):
+                yield False, delta
+            held = [d for d, now in zip(held, due) if not now]
         yield stored, event
     for delta in held:
         yield False, delta

@@ -47,7 +47,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
     if reading is None:
         data = fix_keys(data, repairs)
         if most > 1 and "calls" in data:
-            return _several(data, toolset, most, cut, repairs, text)
+            return _several(data, toolset, most, cut, repairs, strict, text)
     try:
         step = Step.model_validate(data)
     except ValidationError as exc:
@@ -62,21 +62,10 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
     problem = _checked(found, step.args_list, cut, repairs)
     if problem is not None:
         return problem
-    as_written = reading is None and _only_fenced(text, repairs) and data == {
+    as_written = reading is None and not repairs and strict == {
         "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
     return Parsed(step.thought, [CallRecord(tool=step.tool_name, args=step.args_list)],
                   repairs, note, raw=text if as_written else None)
-
-
-def _only_fenced(text: str, repairs: list[str]) -> bool:
-    """The reply is the step as written (Parsed.raw), bare or in a code fence and nothing
-    else: a model that fences its JSON (written without a grammar) sees its own reply, and
-    the endpoint's cache still holds the tokens it generated."""
-    if not repairs:
-        return True
-    bare = text.strip()
-    return repairs == ["stripped_code_fence"] and bare.startswith("```") and \
-        bare.endswith("```") and bare.count("```") == 2
 
 
 def _checked(found: Any, args: dict[str, Any], cut: bool, repairs: list[str],
@@ -94,7 +83,7 @@ def _checked(found: Any, args: dict[str, Any], cut: bool, repairs: list[str],
 
 
 def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
-             repairs: list[str], text: str) -> Parsed | ReplyProblem:
+             repairs: list[str], strict: Any, text: str) -> Parsed | ReplyProblem:
     """A step of 1 to `most` calls, each checked as a one-call step's is; the final tool
     only alone. A problem names the call it is in (`/calls/1/...`)."""
     if "thought" not in data:
@@ -136,9 +125,8 @@ def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
         others = len(calls) - 1
         return ReplyProblem("calls", note("calls_final_alone", final=final, others=others,
                                           s="" if others == 1 else "s"), repairs)
-    as_written = _only_fenced(text, repairs) and data == {
-        "thought": plan.thought,
-        "calls": [{"tool_name": c.tool, "args_list": c.args} for c in calls]}
+    as_written = not repairs and strict == {"thought": plan.thought, "calls": [
+        {"tool_name": c.tool, "args_list": c.args} for c in calls]}
     return Parsed(plan.thought, calls, repairs, raw=text if as_written else None)
 
 

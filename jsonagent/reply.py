@@ -63,8 +63,8 @@ class Parsed:
     note: str | None = None
     """What the model must hear about its reply along with the observation (ignored actions)."""
     raw: str | None = None
-    """The reply's own text when it is exactly this step as JSON (nothing repaired but a code
-    fence around it): the history keeps it byte for byte, so the prompt an endpoint already holds (the tokens it
+    """The reply's own text when it is exactly this step as JSON (nothing repaired): the
+    history keeps it byte for byte, so the prompt an endpoint already holds (the tokens it
     generated) is still the prefix of the next request. None: the step's canonical JSON."""
 
     @property

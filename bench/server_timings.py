@@ -1,0 +1,42 @@
+"""Where `llama_cpp.server`'s seconds went in a benchmark run, from its own log (the
+server.log that bench/eval_tasks.py writes beside the results): prompt evaluation and token
+generation, totalled over the run's requests.
+
+    python bench/server_timings.py DIR/server.log [DIR/results.jsonl]
+
+With the results file it divides by the server rows' steps, to set beside in-process's
+seconds per step. The prompt tokens are those of the requests that reused a prefix (all but
+the first, whose time is counted all the same).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms")
+EVAL = re.compile(r" eval time =\s+([\d.]+) ms /\s+(\d+) runs")
+FED = re.compile(r"remaining (\d+) prompt tokens to eval")
+
+
+def main() -> None:
+    text = Path(sys.argv[1]).read_text(errors="replace")
+    prompt_s = sum(float(x) for x in PROMPT.findall(text)) / 1000
+    runs = [(float(ms), int(n)) for ms, n in EVAL.findall(text)]
+    eval_s, tokens = sum(ms for ms, _ in runs) / 1000, sum(n for _, n in runs)
+    fed = sum(int(x) for x in FED.findall(text))
+    print(f"{len(runs)} requests: prompt evaluated {fed} tokens in {prompt_s:.1f} s "
+          f"({1000 * prompt_s / max(fed, 1):.0f} ms a token); generated {tokens} tokens in "
+          f"{eval_s:.1f} s ({1000 * eval_s / max(tokens, 1):.1f} ms a token)")
+    if len(sys.argv) > 2:
+        rows = [json.loads(line) for line in Path(sys.argv[2]).read_text().splitlines()]
+        steps = sum(r["steps"] for r in rows if r["extra"]["variant"].startswith("server"))
+        print(f"a step of the server rows ({steps} steps): {prompt_s / steps:.2f} s of prompt, "
+              f"{eval_s / steps:.2f} s of generation, {fed / steps:.0f} prompt and "
+              f"{tokens / steps:.0f} generated tokens")
+
+
+if __name__ == "__main__":
+    main()

@@ -333,12 +333,13 @@ class ThoughtCap:
             self._watching = len(self.text) < _THOUGHT_WITHIN
             return
         self._at = found.start()
-        if found.group(3):  # the thought has closed
-            self._watching = False
-            return
+        # measured before it is closed: a piece that closes a thought past the cap (or a
+        # whole reply, fed at once) trips it too
         if len(_ESCAPE.sub("x", _HALF_ESCAPE.sub("", found.group(1)))) > self.cap:
             self.tripped = True
             raise ThoughtTooLong
+        if found.group(3):  # the thought has closed
+            self._watching = False
 
     def _find(self) -> re.Match | None:
         """The step's own thought: a "thought" key of the top-level object, not one inside

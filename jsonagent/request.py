@@ -129,10 +129,12 @@ class Requester:
         """The request, built from the history and what the model declares, and its reply."""
         fmt = self.style.response_format(s.json_mode, self.toolset,
                                          self.config.thought_max_chars, without)
-        if fmt is not None and attempt == 0 and without is None and self.caps.grammar_costly:
+        bare = fmt is not None and self.caps.grammar_costly and without is None and \
+            attempt == 0 < self.config.max_reasks
+        if bare:
             # a reply the envelope accepts needed no grammar; one that breaks it is re-asked
             # (attempt 1) under the grammar. The stall mask is the grammar's alone, so a
-            # masked step has it from the start.
+            # masked step has it from the start, and so does a step with no re-ask left.
             fmt = None
         self._sent_mode = s.json_mode if fmt is not None or self.style.stop else "prompt"
         # first, so that a summary the memory asks for goes where the request goes (a
@@ -151,14 +153,29 @@ class Requester:
             else {}
         try:
             if self.watched is not None and self.watched():
-                return (yield from self._streamed(s, wire, fmt, index, attempt, cap, more))
-            if cap is not None:
-                return self.call(self.model.complete, wire, fmt, stop=self.style.stop,
-                                 on_delta=cap.feed, **more)
-            return self.call(self.model.complete, wire, fmt, stop=self.style.stop, **more)
+                reply = yield from self._streamed(s, wire, fmt, index, attempt, cap, more)
+            elif cap is not None:
+                reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop,
+                                  on_delta=cap.feed, **more)
+            else:
+                reply = self.call(self.model.complete, wire, fmt, stop=self.style.stop, **more)
         except ThoughtTooLong:  # stopped where the thought passed its cap, to be re-asked
             return ModelReply(text=cap.text, cut=True, usage=Usage(
                 completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
+        return self._held(reply) if bare else reply
+
+    def _held(self, reply: ModelReply) -> ModelReply:
+        """A reply written without the grammar whose maxLength holds the thought (see
+        `_thought_cap`): one whose thought passed the cap is re-asked like a stopped one."""
+        cap = self.config.thought_max_chars
+        if cap is None:
+            return reply
+        try:
+            ThoughtCap(cap).feed(reply.text)
+        except ThoughtTooLong:
+            return ModelReply(text=reply.text, cut=True,
+                              usage=reply.usage.model_copy(update={"counting": THOUGHT_CUT}))
+        return reply
 
     def _again(self, s: RunState, again: TryAgain, index: int, attempt: int
                ) -> Iterator[ev.Event]:

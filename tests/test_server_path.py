@@ -7,6 +7,7 @@ import json
 from jsonagent import Agent, AgentConfig
 from jsonagent.envelope import parse_reply
 from jsonagent.models.openai import OpenAIModel
+from jsonagent.notes import note
 from jsonagent.testing import ScriptedModel, step
 from jsonagent.tools.toolset import Toolset
 
@@ -55,3 +56,30 @@ def test_a_server_whose_grammar_keeps_max_length_gets_whole_replies():
               config=AgentConfig(json_mode="schema")).run("x")
     streamed = [r["body"].get("stream", False) for r in stub.requests]
     assert streamed == [True, False]  # watched for the thought's cap, then not needed
+
+
+def _costly(replies):
+    """A model whose grammar is costly (llama-cpp-python's server): first tries go without."""
+    model = ScriptedModel(replies)
+    model.grammar_costly = True
+    return model
+
+
+def test_a_step_with_no_reask_left_keeps_the_grammar_from_its_first_try():
+    model = _costly([COMPACT, DONE])
+    assert Agent(model=model, config=AgentConfig(json_mode="schema", max_reasks=0)).run("x").ok
+    assert all(r["response_format"] is not None for r in model.requests)
+
+
+def test_a_thought_past_its_cap_without_the_grammar_is_reasked_under_it():
+    """The grammar's maxLength is what held the thought to its cap: a try without it is
+    measured whole, and one past the cap is re-asked, under the grammar."""
+    long = json.dumps(step("GetTimeTools", {}, "I think " * 100))  # 800 characters
+    model = _costly([long, COMPACT, DONE])
+    events = []
+    result = Agent(model=model, config=AgentConfig(json_mode="schema"),
+                   on_event=events.append).run("x")
+    assert result.ok and result.steps[0].thought == "the time first"
+    assert [e.problem for e in events if e.type == "reask"] == \
+        [note("thought_too_long", cap=600)]
+    assert [r["response_format"] is None for r in model.requests] == [True, False, True]

@@ -165,6 +165,12 @@ def test_get_time_forgives_case_and_spaces_and_offers_what_was_meant():
     said = str(caught.value)
     assert "the IANA names in Asia are: Asia/Aden" in said and "Asia/Kolkata" in said
     assert "did you mean" not in said and "\n" not in said
+    # an offset name is never offered: Etc/GMT+8 is UTC-8, not the clock 'GMT+8' meant
+    for written in ("GMT+8", "UTC+8", "Etc/GMT+08"):
+        with pytest.raises(ToolError) as caught:
+            get_time(written)
+        assert "did you mean" not in str(caught.value)
+    assert "Etc/GMT+N is N hours behind UTC" in str(caught.value)
 
 
 def test_ask_human_without_a_human_needs_one():

@@ -40,8 +40,10 @@ def unknown(name: str) -> str:
     its area, or else the areas."""
     names, key = _names(), _key(name)
     city = key.rsplit("/", 1)[-1]
-    close = [names[k] for k in difflib.get_close_matches(key, names, n=3, cutoff=CLOSE)]
-    same_city = [n for k, n in names.items() if "/" in k and k.rsplit("/", 1)[-1] == city]
+    # never offered: 'GMT+8' meant as Beijing's clock would get 'Etc/GMT+8', which is UTC-8
+    places = [k for k in names if not k.startswith("etc/")]
+    close = [names[k] for k in difflib.get_close_matches(key, places, n=3, cutoff=CLOSE)]
+    same_city = [names[k] for k in places if "/" in k and k.rsplit("/", 1)[-1] == city]
     offered = list(dict.fromkeys(close + same_city))[:3]
     said = f"unknown time zone {name!r}"
     if offered:
@@ -49,7 +51,8 @@ def unknown(name: str) -> str:
     area = key.split("/", 1)[0] if "/" in key else None
     in_area = [n for k, n in names.items() if area and k.startswith(area + "/")]
     if in_area:
-        return f"{said}; the IANA names in {in_area[0].split('/', 1)[0]} are: " + \
+        behind = " (Etc/GMT+N is N hours behind UTC)" if area == "etc" else ""
+        return f"{said}; the IANA names in {in_area[0].split('/', 1)[0]}{behind} are: " + \
             ", ".join(in_area)
     return f"{said}; write an IANA name, Area/City, in one of the areas {', '.join(AREAS)}; " \
            "or 'UTC'"

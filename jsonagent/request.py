@@ -173,8 +173,8 @@ class Requester:
         try:
             ThoughtCap(cap).feed(reply.text)
         except ThoughtTooLong:
-            return ModelReply(text=reply.text, cut=True,
-                              usage=reply.usage.model_copy(update={"counting": THOUGHT_CUT}))
+            return reply.model_copy(update={"cut": True, "usage": reply.usage.model_copy(
+                update={"counting": THOUGHT_CUT})})
         return reply
 
     def _again(self, s: RunState, again: TryAgain, index: int, attempt: int
@@ -214,9 +214,9 @@ class Requester:
     def _thought_cap(self, s: RunState) -> ThoughtCap | None:
         """What stops a thought that runs on, where the model's decoding may not: a server's
         grammar that ignores maxLength, or object mode, which has none. A try without the
-        grammar (`grammar_costly`) is held by the reply's token cap alone: streaming it would
-        cost llama-cpp-python's server a request to count its tokens, which leaves the reply
-        out of its prompt cache."""
+        grammar (`grammar_costly`) is not streamed for it, since a stream would cost
+        llama-cpp-python's server a request to count its tokens, which leaves the reply out
+        of its prompt cache: its thought is measured whole once written (`_held`)."""
         cap = self.config.thought_max_chars
         caps = self.caps
         if cap is None or not caps.streams or caps.writes_ahead or self.style.stop \

@@ -157,17 +157,15 @@ class RunExecutor(AgentExecutor):
                     batch = await asyncio.to_thread(store.events, run_id, None, after)
                 # deltas taken after the read: each comes before the step that settles it
                 for stored, event in in_order([(True, e) for e in batch], live.take()):
-                    if not stored:
-                        if isinstance(event, ThoughtDelta):
-                            key = (event.run_id, event.step, event.attempt)
-                            writing[key] = writing.get(key, "") + event.text
-                            if time.monotonic() - sent >= PARTIAL_EVERY_S:
-                                # each status goes into the task's history: not per token
-                                sent = time.monotonic()
-                                message = updater.new_agent_message(
-                                    [new_text_part(writing[key])])
-                                await updater.update_status(TaskState.TASK_STATE_WORKING,
-                                                            message)
+                    if isinstance(event, ThoughtDelta):
+                        key = (event.run_id, event.step, event.attempt)
+                        writing[key] = writing.get(key, "") + event.text
+                        if time.monotonic() - sent >= PARTIAL_EVERY_S:
+                            # each status goes into the task's history: not per token
+                            sent = time.monotonic()
+                            message = updater.new_agent_message([new_text_part(writing[key])])
+                            await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+                    if not stored:  # a delta: only the thought's pieces are shown
                         continue
                     after = event["seq"]
                     if event["type"] == "step":

@@ -1,7 +1,8 @@
 """Calendar dates as people write them, read out of text: `2027-03-07` (and a timestamp that
 starts so), `07.03.2027`, `3/7/2027`, `March 7, 2027` and `7 Mar 2027`; not `March 7`
 without a year, which could be any. grounding.py checks an answer's dates as dates: read as
-numbers, their parts (2027, 3, 7) are each seen in almost any run that read the clock.
+numbers, their parts (2027, 3, 7) are each seen in almost any run that read the clock. And
+times of day (`12:33`), whose hours and minutes grounding.py keeps apart from other numbers.
 
 Each mention keeps every day it may be: `3/7/2027` is 7 March or 3 July. Days are proleptic
 ordinals (`date.toordinal()`). Pure functions; nothing from jsonagent.
@@ -59,6 +60,19 @@ def without(text: str, mentions: list[DateMention]) -> str:
     for m in mentions:
         text = text[:m.start] + " " * (m.end - m.start) + text[m.end:]
     return text
+
+
+_CLOCK = re.compile(r"(?<![\d:.])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.\d+)?)?(?![\d:])")
+"""A time of day, `12:33` or `12:33:07.5` (in a timestamp too, and its offset `+09:00`)."""
+
+
+def clock_times(text: str) -> tuple[str, list[float]]:
+    """`text` with its times of day blanked out, and their hours, minutes and seconds."""
+    parts: list[float] = []
+    for m in reversed(list(_CLOCK.finditer(text))):
+        parts += [float(g) for g in m.groups() if g is not None]
+        text = text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+    return text, parts
 
 
 def _days(m: re.Match) -> tuple[int, ...]:

@@ -20,6 +20,9 @@ What counts as seen, so that a right answer is not nudged:
   (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
   what code prints is seen. Past MAX_OPERANDS numbers seen, only steps with a constant
   count, or pairs of so many numbers would cover nearly any figure by chance;
+- a time of day's hours and minutes, and one step adding to or taking from them (21 in Tokyo
+  when it is 12:33 in London), but not one that scales them: 720 minutes from 12:33 is the
+  small model's mistake for "minutes to midnight", and a duration from a clock takes code;
 - a date (dates.py) is checked as a date, not as its parts: it is seen when it is a day
   seen, or a number of days, months or years seen away from one (a contract's end 30 days
   after its start), or a few days (up to a week) or months (up to a year) away; a date 100
@@ -122,19 +125,33 @@ def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMenti
     return numbers, found
 
 
-def sources(state: RunState, final: str) -> tuple[list[float], list[int]]:
-    """The numbers and the days the run saw, from its history: the user's messages (the
-    questions of this run and the session's earlier ones) and every observation but the
-    final tool's."""
+def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[float]]:
+    """The numbers, the days and the clock readings (a time of day's hours, minutes and
+    seconds) the run saw, from its history: the user's messages (the questions of this run
+    and the session's earlier ones) and every observation but the final tool's."""
     values: list[float] = []
     days: list[int] = []
+    clock: list[float] = []
     for data in _seen_data(state, final):
-        for mention in in_data(data):
-            values.extend(mention.values)
         for text in _leaves(data):
             if isinstance(text, str):
                 days.extend(d for m in dates.in_text(text) for d in m.days)
-    return values, days
+        for mention in in_data(_unclocked(data, clock)):
+            values.extend(mention.values)
+    return values, days, clock
+
+
+def _unclocked(data: Any, clock: list[float]) -> Any:
+    """`data` with the times of day in its strings blanked out, their parts added to `clock`."""
+    if isinstance(data, str):
+        text, parts = dates.clock_times(data)
+        clock.extend(parts)
+        return text
+    if isinstance(data, dict):
+        return {key: _unclocked(value, clock) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_unclocked(value, clock) for value in data]
+    return data
 
 
 def _seen_data(state: RunState, final: str) -> Iterator[Any]:
@@ -170,22 +187,28 @@ def _leaves(data: Any) -> Iterator[Any]:
 class Seen:
     """The values seen, sorted, and what one arithmetic step makes of them: two seen, or one
     seen and a constant, never two constants (72 is 8 x 9, and 8 and 9 were seen nowhere).
+    A clock reading's parts are seen, and a step adds to them or takes from them (21 in
+    Tokyo when it is 12:33 in London), but they are not scaled: 12:33 is no 12 to make
+    720 minutes of, or 30 to make 240 of; a duration from a time of day takes code.
     And the days seen, with what one step makes of one: a number of days, months or years
     seen (or a few: tomorrow, a week on, a year on) before or after it."""
 
-    def __init__(self, values: Iterable[float], days: Iterable[int] = ()):
-        seen = {abs(v) for v in values}
+    def __init__(self, values: Iterable[float], days: Iterable[int] = (),
+                 clock: Iterable[float] = ()):
+        operands = {abs(v) for v in values}
         self.days = sorted(set(days))
-        self.steps = {int(v) for v in seen if v.is_integer() and 0 < v <= MAX_DAYS}
-        self.seen = sorted(seen)
-        self.values = sorted(seen | set(CONSTANTS))
+        self.steps = {int(v) for v in operands if v.is_integer() and 0 < v <= MAX_DAYS}
+        self.seen = sorted(operands | set(clock))
+        self.values = sorted(operands | set(CONSTANTS))
         """What the other operand of a step may be."""
-        few = len(seen) <= MAX_OPERANDS
-        self.left = [v for v in self.seen if v] if few else list(CONSTANTS)
+        few = len(operands) <= MAX_OPERANDS
+        self.left = [v for v in sorted(operands) if v] if few else list(CONSTANTS)
         """The operands a step starts from; past MAX_OPERANDS, the constants, and the other
         operand must then be seen (`self.values` would let a constant meet a constant)."""
+        self.clock = sorted(set(clock) - operands) if few else []
+        """Clock parts seen as nothing else: operands of a sum or a difference only."""
         if not few:
-            self.values = self.seen
+            self.values = sorted(operands)
 
     def shows(self, mention: Mention) -> bool:
         return any(self._shows(x, p / 2 * (1 + 1e-9) + 1e-9 * x, p <= 1)
@@ -196,6 +219,11 @@ class Seen:
             return True
         if not derived:  # a rounded figure (48 thousand) is one seen, rounded: with its
             return False  # wide margin, a step from anything would match by chance
+        for a in self.clock:
+            ranges = [(x - a - tol, x - a + tol), (a - x - tol, a - x + tol),  # a + b, a - b
+                      (a + x - tol, a + x + tol)]  # b - a
+            if any(self._any(lo, hi, self.values) for lo, hi in ranges if hi > 0):
+                return True
         for a in self.left:
             ranges = [(x - a - tol, x - a + tol), (a - x - tol, a - x + tol),  # a + b, a - b
                       (a + x - tol, a + x + tol),  # b - a

@@ -49,6 +49,7 @@ class Requester:
         """The config's observation role and tool-call form are the model's own: a model
         that takes over brings its own (see `_declared`)."""
         self._declared(deps.caps, deps.config)
+        self.bare = False
 
     def _declared(self, caps: Capabilities, config: AgentConfig) -> None:
         """What requests are built from: the capabilities of the model that answers."""
@@ -129,12 +130,14 @@ class Requester:
         """The request, built from the history and what the model declares, and its reply."""
         fmt = self.style.response_format(s.json_mode, self.toolset,
                                          self.config.thought_max_chars, without)
-        bare = fmt is not None and self.caps.grammar_costly and without is None and \
-            attempt == 0 < self.config.max_reasks
+        self.bare = bare = fmt is not None and self.caps.grammar_costly and \
+            without is None and attempt == 0 < self.config.max_reasks
+        """The try goes without the grammar: a reply the envelope accepts needed none, and
+        one that breaks it is asked for again (attempt 1) under the grammar, as though this
+        try had not been made (see the loop's `_next_step`). The stall mask is the grammar's
+        alone, so a masked step has it from the start, and so does a step with no re-ask
+        left."""
         if bare:
-            # a reply the envelope accepts needed no grammar; one that breaks it is re-asked
-            # (attempt 1) under the grammar. The stall mask is the grammar's alone, so a
-            # masked step has it from the start, and so does a step with no re-ask left.
             fmt = None
         self._sent_mode = s.json_mode if fmt is not None or self.style.stop else "prompt"
         # first, so that a summary the memory asks for goes where the request goes (a

@@ -92,6 +92,19 @@ def test_small_integers_the_question_and_the_clock_are_seen():
     assert unseen(s, "It is day 173 of the year.") == ["173"]  # worked out in the head
 
 
+def test_a_clock_reading_is_shifted_in_one_step_but_not_turned_into_a_duration():
+    s = state("How many whole minutes are left until midnight UTC tonight?",
+              ("GetTimeTools", {"now": "12:33", "timezone": "UTC"}))
+    assert unseen(s, "720 minutes") == ["720"]  # 12 x 60: the 33 minutes forgotten
+    assert unseen(s, "687 minutes") == ["687"]  # right, but two steps: code shows it
+    s = state("What is 1000! ?", ("GetTimeTools", {"now": "2026-11-27T12:30:00+00:00"}))
+    assert unseen(s, "It has 240 trailing zeros.") == ["240"]  # not 30 x 8
+    s = state("What hour is it in Tokyo?", ("GetTimeTools", {"now": "2026-11-27 12:33"}))
+    assert unseen(s, "It is 21:33 in Tokyo, 12:33 in London.") == []  # 12 + 9
+    s = state("When is the last van?", ("depot", {"cutoff": "14:30", "vans": 30}))
+    assert unseen(s, "At 14:30; 60 vans a day, twice the 30 today.") == []
+
+
 def test_a_number_a_code_cell_printed_counts_and_its_source_code_does_not():
     s = state("What is 17 to the 5th?", ("CodeInterpreterTool",
                                          {"stdout": "1419857\n", "exit_code": 0}))

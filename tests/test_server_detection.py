@@ -136,7 +136,8 @@ def test_each_server_gets_its_best_json_mode_and_sampling(recorded, extra, forma
 
 def test_a_costly_grammar_is_asked_for_only_after_a_reply_breaks_the_envelope():
     """llama-cpp-python's server: a step is asked for without the grammar; a reply that
-    breaks the envelope is re-asked under it; the next step goes without it again."""
+    breaks the envelope is asked for again under it, with the same messages (the model is
+    not shown a mistake the grammar rules out); the next step goes without it again."""
     broken = json.dumps(step("NoSuchTool", {}, "hm"))
     replies = iter([broken, json.dumps(step("GetTimeTools", {"timezone": "UTC"}, "t")), DONE])
     sent = []
@@ -155,11 +156,32 @@ def test_a_costly_grammar_is_asked_for_only_after_a_reply_breaks_the_envelope():
     assert asked == [None, "json_object", None]
     assert not any(b.get("stream") for b in sent)  # whole: no counting request after it
     assert "schema" in [b for b in sent if "response_format" in b][0]["response_format"]
+    assert sent[1]["messages"] == sent[0]["messages"]
     assert [e.json_mode for e in events if e.type == "model_reply"] == \
         ["prompt", "schema", "prompt"]
     assert [e.attempt for e in events if e.type == "reask"] == [1]
     start = next(e for e in events if e.type == "run_start")
     assert start.json_mode == "schema" and start.server["grammar_costly"] is True
+
+
+def test_a_reply_that_breaks_the_envelope_under_the_grammar_is_shown_its_problem():
+    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+    replies = iter([broken, broken, DONE])
+    sent = []
+
+    def answer(req):
+        sent.append(req.body)
+        return 200, completion(next(replies))
+
+    with serve(LLAMA_CPP_PYTHON, chat=answer) as api:
+        model = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test")
+        result = Agent(model=model, config=AgentConfig(max_reasks=2)).run("x")
+    assert result.status == "completed"
+    assert sent[1]["messages"] == sent[0]["messages"]
+    shown = sent[2]["messages"][len(sent[0]["messages"]):]
+    assert [m["role"] for m in shown] == ["assistant", "user"]
+    assert "NoSuchTool" in shown[1]["content"]
+    assert sent[2]["response_format"]["type"] == "json_object"
 
 
 def test_the_run_records_what_was_detected():

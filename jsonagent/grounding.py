@@ -20,9 +20,10 @@ What counts as seen, so that a right answer is not nudged:
   (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
   what code prints is seen. Past MAX_OPERANDS numbers seen, only steps with a constant
   count, or pairs of so many numbers would cover nearly any figure by chance;
-- a time of day's hours and minutes, and one step adding to or taking from them (21 in Tokyo
-  when it is 12:33 in London), but not one that scales them: 720 minutes from 12:33 is the
-  small model's mistake for "minutes to midnight", and a duration from a clock takes code;
+- a time of day's hours and minutes, and a date's month and day, and one step adding to or
+  taking from them (21 in Tokyo when it is 12:33 in London, 35 minutes from 14:15 to
+  14:50), but not one that scales them: 720 minutes from 12:33 is the small model's
+  mistake for "minutes to midnight", and a duration from a clock takes code;
 - a date (dates.py) is checked as a date, not as its parts: it is seen when it is a day
   seen, or a number of days, months or years seen away from one (a contract's end 30 days
   after its start), or a few days (up to a week) or months (up to a year) away; a date 100
@@ -142,13 +143,21 @@ def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[f
 
 
 def _unclocked(data: Any, clock: list[float]) -> Any:
-    """`data` with the times of day in its strings blanked out, their parts added to `clock`."""
+    """`data` with the parts of the calendar and the clock in its strings taken out: a
+    date's month and day, and a time of day's parts, go to `clock`; a date's year stays
+    (an age is a year seen less another). A dict becomes its (key, value) pairs, so that
+    two keys made alike keep both their values."""
     if isinstance(data, str):
-        text, parts = dates.clock_times(data)
+        text = data
+        for m in reversed(dates.in_text(data)):
+            days = [date.fromordinal(d) for d in m.days]
+            clock.extend(float(x) for d in days for x in (d.month, d.day))
+            text = f"{text[:m.start]} {days[0].year} {text[m.end:]}"
+        text, parts = dates.clock_times(text)
         clock.extend(parts)
         return text
     if isinstance(data, dict):
-        return {key: _unclocked(value, clock) for key, value in data.items()}
+        return [[_unclocked(key, clock), _unclocked(value, clock)] for key, value in data.items()]
     if isinstance(data, (list, tuple)):
         return [_unclocked(value, clock) for value in data]
     return data
@@ -205,8 +214,11 @@ class Seen:
         self.left = [v for v in sorted(operands) if v] if few else list(CONSTANTS)
         """The operands a step starts from; past MAX_OPERANDS, the constants, and the other
         operand must then be seen (`self.values` would let a constant meet a constant)."""
-        self.clock = sorted(set(clock) - operands) if few else []
-        """Clock parts seen as nothing else: operands of a sum or a difference only."""
+        self.clock = sorted(set(clock) - operands)
+        """Clock parts seen as nothing else: operands of a sum or a difference only, with
+        another clock part (14:50 less 14:15), a number seen, or a constant (past
+        MAX_OPERANDS, only those two)."""
+        self.shift = sorted((operands if few else set()) | set(CONSTANTS) | set(self.clock))
         if not few:
             self.values = sorted(operands)
 
@@ -222,7 +234,7 @@ class Seen:
         for a in self.clock:
             ranges = [(x - a - tol, x - a + tol), (a - x - tol, a - x + tol),  # a + b, a - b
                       (a + x - tol, a + x + tol)]  # b - a
-            if any(self._any(lo, hi, self.values) for lo, hi in ranges if hi > 0):
+            if any(self._any(lo, hi, self.shift) for lo, hi in ranges if hi > 0):
                 return True
         for a in self.left:
             ranges = [(x - a - tol, x - a + tol), (a - x - tol, a - x + tol),  # a + b, a - b

@@ -139,8 +139,7 @@ class Loop:
                 self.s.stats.reasks += 1
                 yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                            problem=parsed.message))
-                if not self.requests.bare:  # what a try without the grammar broke, the
-                    # grammar keeps: the model is not shown a mistake it could not make
+                if not self.requests.rules_out(parsed.stage, reply.cut):
                     extra += [Message(role="assistant", content=_head(reply)),
                               Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed

@@ -31,6 +31,8 @@ from .state import Message, RunState
 log = logging.getLogger("jsonagent")
 
 _PARALLEL = {"parallel_tool_calls": True}
+_GRAMMAR_HOLDS = ("json", "envelope", "tool", "calls")
+"""The stages of a reply problem (reply.py) that no reply under the schema's grammar has."""
 
 THOUGHT_CUT = "thought cut"
 """`usage.counting` of a reply the loop stopped where its thought passed the cap: its tokens
@@ -49,7 +51,7 @@ class Requester:
         """The config's observation role and tool-call form are the model's own: a model
         that takes over brings its own (see `_declared`)."""
         self._declared(deps.caps, deps.config)
-        self.bare = False
+        self.bare = self._schema = False
 
     def _declared(self, caps: Capabilities, config: AgentConfig) -> None:
         """What requests are built from: the capabilities of the model that answers."""
@@ -133,10 +135,10 @@ class Requester:
         self.bare = bare = fmt is not None and self.caps.grammar_costly and \
             without is None and attempt == 0 < self.config.max_reasks
         """The try goes without the grammar: a reply the envelope accepts needed none, and
-        one that breaks it is asked for again (attempt 1) under the grammar, as though this
-        try had not been made (see the loop's `_next_step`). The stall mask is the grammar's
-        alone, so a masked step has it from the start, and so does a step with no re-ask
-        left."""
+        one that breaks it is asked for again (attempt 1) under the grammar (see
+        `rules_out`). The stall mask is the grammar's alone, so a masked step has it from
+        the start, and so does a step with no re-ask left."""
+        self._schema = s.json_mode == "schema"
         if bare:
             fmt = None
         self._sent_mode = s.json_mode if fmt is not None or self.style.stop else "prompt"
@@ -166,6 +168,19 @@ class Requester:
             return ModelReply(text=cap.text, cut=True, usage=Usage(
                 completion_tokens=len(cap.text) // 4, counting=THOUGHT_CUT))
         return self._held(reply) if bare else reply
+
+    def rules_out(self, stage: str, cut: bool) -> bool:
+        """Whether the last try went without the schema's grammar and its reply broke what
+        the grammar holds: then it is asked for again under the grammar with the same
+        messages, as though it had not been made, for a note about a mistake the grammar
+        rules out only gives a small model something else to answer. A reply cut at the
+        length limit, or in object mode, whose grammar holds no envelope, gets its note. So
+        does one wrong in its arguments when no re-ask would be left after this one: a
+        server's grammar holds what is required and of what type, but may skip a keyword
+        such as `format`, and the try after the grammar's must then see the note."""
+        if not (self.bare and self._schema and not cut):
+            return False
+        return stage in _GRAMMAR_HOLDS or stage == "args" and self.config.max_reasks > 1
 
     def _held(self, reply: ModelReply) -> ModelReply:
         """A reply written without the grammar whose maxLength holds the thought (see

@@ -103,6 +103,22 @@ def test_a_clock_reading_is_shifted_in_one_step_but_not_turned_into_a_duration()
     assert unseen(s, "It is 21:33 in Tokyo, 12:33 in London.") == []  # 12 + 9
     s = state("When is the last van?", ("depot", {"cutoff": "14:30", "vans": 30}))
     assert unseen(s, "At 14:30; 60 vans a day, twice the 30 today.") == []
+    for now in ("2026-12-05T12:33:00+00:00", "2026-11-12 12:33"):  # a month or day of 12
+        s = state("Minutes to midnight?", ("GetTimeTools", {"now": now}))
+        assert unseen(s, "720 minutes") == ["720"], now
+    s = state("How long?", ("meeting", {"start": "14:15", "end": "14:50"}))
+    assert unseen(s, "It lasts 35 minutes.") == []  # one clock reading less another
+    s = state("Minutes to midnight?", ("GetTimeTools", {"12:33": "now"}))  # a key
+    assert unseen(s, "720 minutes") == ["720"]
+    s = state("How old do I turn?", ("GetTimeTools", {"now": "2026-11-27T12:33:00+00:00"}),
+              ("AskHumanHelpTool", "1990"))
+    assert unseen(s, "You turn 36 this year.") == []  # the year stays a number
+
+
+def test_past_max_operands_a_clock_reading_is_still_shifted_by_a_constant():
+    many = [10**6 + 7919 * i for i in range(300)]  # none a step from 22
+    s = state("What hour is it in Tokyo?", ("lookup", many), ("GetTimeTools", {"now": "13:33"}))
+    assert unseen(s, "It is 22:33 in Tokyo.") == []
 
 
 def test_a_number_a_code_cell_printed_counts_and_its_source_code_does_not():

@@ -164,8 +164,11 @@ def test_a_costly_grammar_is_asked_for_only_after_a_reply_breaks_the_envelope():
     assert start.json_mode == "schema" and start.server["grammar_costly"] is True
 
 
-def test_a_reply_that_breaks_the_envelope_under_the_grammar_is_shown_its_problem():
-    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+@pytest.mark.parametrize("broken", [step("NoSuchTool", {}, "hm"),
+                                    step("GetTimeTools", {"timezone": 5}, "t")],
+                         ids=["tool", "arguments"])
+def test_a_reply_that_breaks_the_envelope_under_the_grammar_is_shown_its_problem(broken):
+    broken = json.dumps(broken)
     replies = iter([broken, broken, DONE])
     sent = []
 
@@ -180,8 +183,40 @@ def test_a_reply_that_breaks_the_envelope_under_the_grammar_is_shown_its_problem
     assert sent[1]["messages"] == sent[0]["messages"]
     shown = sent[2]["messages"][len(sent[0]["messages"]):]
     assert [m["role"] for m in shown] == ["assistant", "user"]
-    assert "NoSuchTool" in shown[1]["content"]
+    assert shown[1]["content"].startswith("Your last reply was rejected")
     assert sent[2]["response_format"]["type"] == "json_object"
+
+
+@pytest.mark.parametrize("config, first, cut", [
+    (AgentConfig(json_mode="object"), step("NoSuchTool", {}, "hm"), False),  # no envelope held
+    (AgentConfig(max_reasks=1), step("GetTimeTools", {"timezone": 5}, "t"), False),  # no
+    # re-ask left after it, and the grammar may not hold what the arguments broke
+    (AgentConfig(), DONE[:-9], True),  # cut at the length limit
+], ids=["object-mode", "arguments", "cut"])
+def test_a_mistake_the_grammar_does_not_rule_out_is_shown_with_its_note(config, first, cut):
+    first = first if isinstance(first, str) else json.dumps(first)
+    replies = iter([first, DONE])
+    sent = []
+
+    def answer(req):
+        sent.append(req.body)
+        text = next(replies)
+        if req.body.get("stream"):  # object mode: a stream holds the thought to its cap
+            events = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([text]))
+            return 200, events + "data: [DONE]\n\n", {"content-type": "text/event-stream"}
+        body = completion(text)
+        if cut and len(sent) == 1:
+            body["choices"][0]["finish_reason"] = "length"
+        return 200, body
+
+    with serve(LLAMA_CPP_PYTHON, chat=answer) as api:
+        model = OpenAIModel("m", base_url=api.url + "/v1", api_key="sk-test")
+        result = Agent(model=model, config=config).run("x")
+    assert result.status == "completed", result.error
+    assert "response_format" not in sent[0] and "response_format" in sent[1]
+    shown = sent[1]["messages"][len(sent[0]["messages"]):]
+    assert [m["role"] for m in shown] == ["assistant", "user"]
+    assert shown[1]["content"].startswith("Your last reply was rejected")
 
 
 def test_the_run_records_what_was_detected():

@@ -134,32 +134,31 @@ def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[f
     days: list[int] = []
     clock: list[float] = []
     for data in _seen_data(state, final):
-        for text in _leaves(data):
-            if isinstance(text, str):
-                days.extend(d for m in dates.in_text(text) for d in m.days)
-        for mention in in_data(_unclocked(data, clock)):
+        for mention in in_data(_unclocked(data, days, clock)):
             values.extend(mention.values)
     return values, days, clock
 
 
-def _unclocked(data: Any, clock: list[float]) -> Any:
-    """`data` with the parts of the calendar and the clock in its strings taken out: a
-    date's month and day, and a time of day's parts, go to `clock`; a date's year stays
-    (an age is a year seen less another). A dict becomes its (key, value) pairs, so that
-    two keys made alike keep both their values."""
+def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:
+    """`data` with the parts of the calendar and the clock in its strings taken out: its
+    dates go to `days`, their month and day and a time of day's parts to `clock`; a date's
+    year stays (an age is a year seen less another). A dict becomes its (key, value)
+    pairs, so that two keys made alike keep both their values."""
     if isinstance(data, str):
         text = data
         for m in reversed(dates.in_text(data)):
-            days = [date.fromordinal(d) for d in m.days]
-            clock.extend(float(x) for d in days for x in (d.month, d.day))
-            text = f"{text[:m.start]} {days[0].year} {text[m.end:]}"
+            days.extend(m.days)
+            found = [date.fromordinal(d) for d in m.days]
+            clock.extend(float(x) for d in found for x in (d.month, d.day))
+            text = f"{text[:m.start]} {found[0].year} {text[m.end:]}"
         text, parts = dates.clock_times(text)
         clock.extend(parts)
         return text
     if isinstance(data, dict):
-        return [[_unclocked(key, clock), _unclocked(value, clock)] for key, value in data.items()]
+        return [[_unclocked(key, days, clock), _unclocked(value, days, clock)]
+                for key, value in data.items()]
     if isinstance(data, (list, tuple)):
-        return [_unclocked(value, clock) for value in data]
+        return [_unclocked(value, days, clock) for value in data]
     return data
 
 

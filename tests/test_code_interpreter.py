@@ -105,7 +105,8 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
     assert out[0]["stdout"] == '3680 it\'s "quoted" 3\n'
     assert out[2]["stdout"] == "5\n" and out[4]["stdout"] == "2000\n"
     assert out[5]["note"] == ("totl is not defined. What the tools returned is in variables "
-                              "named after them: order_total.")  # `sum` stays the builtin
+                              "named after them: order_total (a dict with keys total, note).")
+    # `sum` stays the builtin
     assert "note" not in out[0] and "NameError" in out[5]["error"]
     assert out[1].get("note") == ("The code ran and printed nothing. To see order_total, print "
                               "it: print(order_total).")
@@ -115,7 +116,64 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
 
 def test_the_persons_answers_are_not_bound_to_a_name():
     model = ScriptedModel([step("AskHumanHelpTool", {"question": "a number?"}),
-                           code("print(AskHumanHelpTool)"), code("print(first_number)"), DONE])
+                           code("print(AskHumanHelpTool)"), code("print(first_number)"),
+                           code("print(math.pi)"), DONE])
     r = Agent(model=model, ask_human=lambda q: "12345").run("x")
-    assert all("NameError" in r.steps[i].observation["error"] for i in (1, 2))
-    assert "note" not in r.steps[2].observation  # no tool results to point to
+    assert all("NameError" in r.steps[i].observation["error"] for i in (1, 2, 3))
+    # no tool results to point to: the value is the model's to write in
+    assert r.steps[2].observation["note"] == (
+        "first_number is not defined: a variable holds only what an earlier cell assigned to "
+        "it. Write the values you were given into the code itself.")
+    assert "note" not in r.steps[3].observation  # a missing import says enough itself
+
+
+def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():
+    from jsonagent import tool
+    from jsonagent.tools.toolset import core_tools
+
+    @tool
+    def invoice_lines(invoice: str) -> list:
+        """An invoice's lines."""
+        return [{"item": "ties", "quantity": 2, "unit_price_eur": 3.5},
+                {"item": "bolts", "quantity": 10, "unit_price_eur": 0.25}]
+
+    model = ScriptedModel([
+        step("invoice_lines", {"invoice": "I-1"}),
+        code("print(sum(x['quantity'] for x in lines))"),  # a guessed name
+        code("data = json.loads('[{'item': 'ties'}]')"),  # the result copied in, broken
+        code("print(invoice_lines['lines'])"),  # read as what it is not
+        code("print(1 / 0)"),  # a failure that is not about the results
+        code("print(invoice_lines[0]['quantity'])"), DONE])
+    r = Agent(model=model, tools=[*core_tools(), invoice_lines]).run("x")
+    out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
+    held = "invoice_lines (a list of 2 dicts with keys item, quantity, unit_price_eur)"
+    assert out[0]["note"] == ("lines is not defined. What the tools returned is in variables "
+                              f"named after them: {held}.")
+    assert out[1]["note"] == ("What the tools returned is already in variables named after "
+                              f"them: {held}. Use those instead of copying the data into the code.")
+    assert out[2]["note"] == "invoice_lines is a list of 2 dicts with keys item, quantity, " \
+                             "unit_price_eur."
+    assert "note" not in out[3] and "ZeroDivisionError" in out[3]["error"]
+    assert out[4] == {"stdout": "2\n", "exit_code": 0}
+
+
+@pytest.mark.parametrize("value, said", [
+    ({"a": 1, "b": [2]}, "a dict with keys a, b"), ({}, "an empty dict"), ([], "an empty list"),
+    ([1, 2.5], "a list of 2 numbers"), (["x"], "a list of 1 string"),
+    ([1, "x"], "a list of 2 values"), ([{"a": 1}, {"b": 2}], "a list of 2 dicts with keys a, b"),
+    ({f"k{i}": i for i in range(10)}, "a dict with keys k0, k1, k2, k3, k4, k5, k6, k7 and 2 more"),
+    (None, "null"), (True, "a boolean"), ("s", "a string")])
+def test_a_results_shape_in_a_few_words(value, said):
+    from jsonagent.tools.bound import shape
+
+    assert shape(value) == said
+
+
+def test_a_missing_module_is_told_nothing_installs_and_the_nearest_names():
+    model = ScriptedModel([code("import mathx\nprint(mathx.pi)"), code("import qwzzx"), DONE])
+    r = Agent(model=model).run("x")
+    assert r.steps[0].observation["note"] == (
+        "There is no module mathx here, and nothing can be installed (there is no network). "
+        "The standard library's modules nearest that name: math, cmath, fnmatch. Fix the code "
+        "with what is installed.")
+    assert "nearest" not in r.steps[1].observation["note"]

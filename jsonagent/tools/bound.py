@@ -20,6 +20,7 @@ import io
 import json
 import keyword
 import re
+import sys
 import tokenize
 from typing import Any, Container
 
@@ -53,13 +54,65 @@ def latest(run: Any, skip: Container[str]) -> dict[str, Any]:
     return found
 
 
-def unknown_name(error: str | None, run: Any, skip: Container[str]) -> str | None:
-    """For a cell that failed on a name it never defined, when the run has results: a note
-    that names the variables that hold them (the model guessed `lines` for `invoice_lines`)."""
-    found = _UNDEFINED.search(error or "")
-    names = sorted(latest(run, skip)) if found else []
-    return note("code_unknown_name", missing=found.group(1), names=", ".join(names)) \
-        if names and found.group(1) not in names else None
+def failure_notes(code: str, error: str | None, run: Any, skip: Container[str]) -> list[str]:
+    """For a cell that failed, what the model needs to see about the run's results: where
+    they are when it guessed a name (`lines` for `invoice_lines`) or copied one into a string
+    literal that broke, and their shape when it read one as what it is not (a list indexed
+    by `'lines'`). A name nothing can hold, with no results to point to, is a value the
+    model meant to write in (the person's answer as `first_number`)."""
+    error = error or ""
+    results = latest(run, skip)
+    named = [name for name in sorted(_names(code)) if name in results]
+    found = _UNDEFINED.search(error)
+    if found and found.group(1) not in results:
+        missing = found.group(1)
+        if results:
+            return [note("code_unknown_name", missing=missing, names=_described(results))]
+        if missing not in sys.stdlib_module_names:  # a missing import says enough itself
+            return [note("code_undefined", missing=missing)]
+        return []
+    if results and not named and _COPIED.search(error):
+        return [note("code_copied_result", names=_described(results))]
+    if named and _MISREAD.search(error):
+        return [note("code_result_shape", shapes="; ".join(
+            f"{name} is {shape(results[name])}" for name in named))]
+    return []
+
+
+def shape(value: Any) -> str:
+    """What a result is, in a few words: `a list of 3 dicts with keys item, quantity`."""
+    if isinstance(value, dict):
+        return f"a dict with keys {_keys(value)}" if value else "an empty dict"
+    if isinstance(value, list):
+        if not value:
+            return "an empty list"
+        kinds = {_kind(item) for item in value}
+        of = kinds.pop() if len(kinds) == 1 else "values"
+        n = len(value)
+        if of == "dict":
+            keys = _keys({k: None for item in value for k in item})
+            return f"a list of {n} dict{'s' * (n != 1)} with keys {keys}"
+        return f"a list of {n} {of}{'s' * (n != 1 and of != 'values')}"
+    return "null" if value is None else f"a {_kind(value)}"
+
+
+_COPIED = re.compile(r"^(SyntaxError|json\.decoder\.JSONDecodeError|JSONDecodeError)\b", re.M)
+_MISREAD = re.compile(r"^(TypeError|KeyError|AttributeError|IndexError)\b", re.M)
+_KINDS = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"),
+          (list, "list"), (dict, "dict"), (type(None), "null"))
+
+
+def _kind(value: Any) -> str:
+    return next(name for kind, name in _KINDS if isinstance(value, kind))
+
+
+def _keys(d: dict, most: int = 8) -> str:
+    keys = [str(k) for k in d]
+    return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")
+
+
+def _described(results: dict[str, Any]) -> str:
+    return ", ".join(f"{name} ({shape(value)})" for name, value in sorted(results.items()))
 
 
 def binding(values: dict[str, Any]) -> str:

@@ -79,6 +79,26 @@ def assigned_last(code: str) -> str | None:
     return targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
 
 
+def missing_module(error: str | None) -> str | None:
+    """For a cell that imported a module that is not there: that nothing can be installed,
+    and the standard library's modules nearest its name (`mathx`: math). The 1.5B model
+    otherwise set out to install it, and gave up."""
+    found = _NO_MODULE.search(error or "")
+    if not found:
+        return None
+    import difflib
+    import sys
+
+    wanted = found.group(1).split(".")[0]
+    nearest = difflib.get_close_matches(
+        wanted, [m for m in sys.stdlib_module_names if not m.startswith("_")], n=3, cutoff=0.6)
+    return note("code_no_module", module=wanted, nearest=note(
+        "code_nearest_modules", names=", ".join(nearest)) if nearest else "")
+
+
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '([\w.]+)'", re.M)
+
+
 def _line(code: str, lineno: int | None) -> str:
     lines = code.split("\n")
     return lines[lineno - 1] if lineno and 0 < lineno <= len(lines) else ""

@@ -10,8 +10,8 @@ from ..errors import ToolError
 from ..notes import note
 from ..state import Pending
 from . import zones
-from .bound import binding, results_named, unknown_name
-from .cell import assigned_last, prepare
+from .bound import binding, failure_notes, results_named
+from .cell import assigned_last, missing_module, prepare
 from .tool import RunContext
 
 
@@ -70,7 +70,8 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
-        notes += filter(None, [unknown_name(result.error, ctx.run, UNBOUND)])
+        notes += failure_notes(cell.code, result.error, ctx.run, UNBOUND)
+        notes += filter(None, [missing_module(result.error)])
     if result.timed_out:
         out["timed_out"] = True
     if result.stdout_truncated or result.stderr_truncated:

@@ -1,13 +1,18 @@
-"""What llama-cpp-python's server grammar costs a step, and what a reply written without it
-would be (issue 37: the server's seconds per step against in-process's).
+"""What llama-cpp-python's server grammar costs a step, and what a reply written without it,
+or under a grammar that holds only its first characters, would be (issue 37: the server's
+seconds per step against in-process's).
 
     python bench/free_first.py [--model qwen2.5-coder-1.5b] [--tasks 12]
 
 For the first step of each bench task (the system prompt the loop sends, the task's question),
-the same request goes to one `llama_cpp.server` twice, at temperature 0: with the step's schema
-as the server's grammar (what schema mode sends it), and without. It prints, per request and in
-total, the seconds and completion tokens of each, whether the reply written without the grammar
-is valid under the schema, and whether it is the very reply the grammar gave.
+the same request goes to one `llama_cpp.server` in each arm, at temperature 0:
+- grammar: the step's schema as the server's grammar (what schema mode sends it);
+- free: no grammar;
+- prefix: a GBNF grammar that holds only the reply's opening, `{"thought": "`, and lets
+  anything follow (the reply cannot open with a fence or indentation, so it can be kept in
+  the history as written).
+It prints, per request and in total, the seconds and completion tokens of each arm, whether
+each reply is valid under the schema, and whether it is the very reply the grammar gave.
 """
 
 from __future__ import annotations
@@ -49,11 +54,13 @@ def main() -> None:
     with LlamaServer(catalog.path(args.model)) as server:
         client = OpenAI(base_url=server.base_url, api_key="sk-local")
 
-        def ask(question: str, grammar: bool) -> tuple[float, int, str]:
+        def ask(question: str, arm: str) -> tuple[float, int, str]:
             t = time.perf_counter()
             extra = {"repeat_penalty": 1.0}
-            if grammar:  # llama-cpp-python's dialect of a schema
+            if arm == "grammar":  # llama-cpp-python's dialect of a schema
                 extra["response_format"] = {"type": "json_object", "schema": schema}
+            elif arm == "prefix":
+                extra["grammar"] = PREFIX
             reply = client.chat.completions.create(
                 model="local", temperature=0, max_tokens=512, extra_body=extra,
                 messages=[{"role": "system", "content": system},
@@ -61,29 +68,37 @@ def main() -> None:
             return (time.perf_counter() - t, reply.usage.completion_tokens,
                     reply.choices[0].message.content or "")
 
-        ask("warm-up", False)  # the system prompt is in the server's cache for both
-        print(f"{'task':28} {'grammar s':>9} {'tok':>4} {'free s':>7} {'tok':>4}  "
-              f"valid  same", flush=True)
-        for task in tasks:
-            g_s, g_tok, g_text = ask(task.question, True)
-            f_s, f_tok, f_text = ask(task.question, False)
+        def judged(text: str, reference: str | None) -> tuple[bool, bool]:
             try:
-                ok = not list(valid.iter_errors(json.loads(f_text)))
+                ok = not list(valid.iter_errors(json.loads(text)))
             except ValueError:
-                ok = False
-            same = json.loads(g_text) == json.loads(f_text) if ok else False
-            rows.append((g_s, g_tok, f_s, f_tok, ok, same))
-            print(f"{task.id:28} {g_s:9.2f} {g_tok:4} {f_s:7.2f} {f_tok:4}  {str(ok):5}  "
-                  f"{same}", flush=True)
-    g = sum(r[0] for r in rows), sum(r[1] for r in rows)
-    f = sum(r[2] for r in rows), sum(r[3] for r in rows)
-    print(f"\n{len(rows)} requests: with the grammar {g[0]:.1f} s for {g[1]} tokens "
-          f"({1000 * g[0] / g[1]:.0f} ms a token); without {f[0]:.1f} s for {f[1]} tokens "
-          f"({1000 * f[0] / f[1]:.0f} ms a token)")
-    print(f"without the grammar: {sum(r[4] for r in rows)} valid under the schema, "
-          f"{sum(r[5] for r in rows)} the same reply as with it; median seconds "
-          f"{statistics.median(r[0] for r in rows):.2f} with, "
-          f"{statistics.median(r[2] for r in rows):.2f} without")
+                return False, False
+            return ok, reference is not None and ok and json.loads(text) == json.loads(reference)
+
+        ask("warm-up", "free")  # the system prompt is in the server's cache for every arm
+        print(f"{'task':28} " + "  ".join(f"{a + ' s':>9} {'tok':>4} ok same" for a in ARMS),
+              flush=True)
+        for task in tasks:
+            got = {arm: ask(task.question, arm) for arm in ARMS}
+            row = {arm: (*got[arm][:2], *judged(got[arm][2], got["grammar"][2])) for arm in ARMS}
+            rows.append(row)
+            print(f"{task.id:28} " + "  ".join(
+                f"{s_:9.2f} {tok:4} {str(ok)[0]:>2} {str(same)[0]:>4}"
+                for s_, tok, ok, same in row.values()), flush=True)
+            print("    prefix reply: " + json.dumps(got["prefix"][2])[:160], flush=True)
+    print()
+    for arm in ARMS:
+        secs, toks = sum(r[arm][0] for r in rows), sum(r[arm][1] for r in rows)
+        print(f"{arm:8} {len(rows)} requests, {secs:.1f} s for {toks} tokens "
+              f"({1000 * secs / toks:.0f} ms a token), median {statistics.median(r[arm][0] for r in rows):.2f} s; "
+              f"{sum(r[arm][2] for r in rows)} valid under the schema, "
+              f"{sum(r[arm][3] for r in rows)} the grammar's very reply")
+
+
+ARMS = ("grammar", "free", "prefix")
+PREFIX = 'root ::= "{\\"thought\\": \\"" [^\\x00]*'
+"""GBNF: the reply's opening as in-process's grammar writes it, then anything."""
+
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ What counts as seen, so that a right answer is not nudged:
   seen, or a number of days, months or years seen away from one (a contract's end 30 days
   after its start), or a few days (up to a week) or months (up to a year) away; a date 100
   days from today is not seen unless 100 was;
-- a number named in an earlier nudge of the run: the model confirmed it;
+- a number named in the nudge of the step just before: the model confirmed it by calling the
+  final tool again at once. After other calls in between, the answer is checked afresh,
+  against what those showed too: the 1.5B model had code print 2027-03-07, then gave its
+  2027-01-17 again, which one nudge had let through as confirmed;
 - after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
   compute, not a judge.
 
@@ -75,7 +78,7 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
                and isinstance(s.observation, dict) and "unconfirmed" in s.observation]
     if len(earlier) >= MAX_NUDGES:
         return None
-    told = [str(text) for obs in earlier for text in obs["unconfirmed"]]
+    told = _just_told(state, record, final)
     confirmed = {v for text in told for m in in_text(text) for v in m.values}
     confirmed_days = {d for text in told for m in dates.in_text(text) for d in m.days}
     numbers, days = answer_mentions(record.args)
@@ -103,6 +106,16 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
     text = note(key, numbers=shown, it="it" if len(names) == 1 else "them", final=final,
                 code=CODE_TOOL)
     return {"error": text, "unconfirmed": names}
+
+
+def _just_told(state: RunState, record: StepRecord, final: str) -> list[str]:
+    """What the nudge of the step right before `record` named, if that step was one."""
+    steps = state.steps
+    at = next((i for i in range(len(steps) - 1, -1, -1) if steps[i] is record), len(steps))
+    before = steps[at - 1] if at > 0 else None
+    if before is None or before.tool != final or not isinstance(before.observation, dict):
+        return []
+    return [str(text) for text in before.observation.get("unconfirmed", ())]
 
 
 def held_back(record: StepRecord) -> bool:
@@ -163,9 +176,13 @@ def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:
 
 
 def _seen_data(state: RunState, final: str) -> Iterator[Any]:
+    # a nudge stands in the history as the user's words, in its reply's place (acting.py)
+    nudges = {obs["error"] for obs in (s.observation for s in state.steps if s.tool == final)
+              if isinstance(obs, dict) and "unconfirmed" in obs}
     for message in state.messages:
         if message.role == "user":
-            yield message.content
+            if message.content not in nudges:
+                yield message.content
         elif message.role == "observation":
             try:
                 body = json.loads(message.content)

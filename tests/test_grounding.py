@@ -147,7 +147,41 @@ def test_a_confirmed_answer_is_accepted_and_only_new_numbers_are_nudged():
     first = check(s, {"output": "It is 48,213."})
     s.steps[-1].observation, s.steps[-1].error = first, True
     assert check(s, {"output": "It is 48,213."}) is None          # called again: confirmed
+    s = state("Total?", ("get_order", {"amount": 31250}))
+    s.steps.append(StepRecord(index=1, thought="", calls=[CallRecord(
+        tool=FINAL, args={}, observation=check(s, {"output": "It is 48,213."}))]))
     assert unseen(s, "It is 48,213, or 50,001.") == ["50,001"]    # a new one has its nudge
+
+
+def test_an_answer_given_again_after_other_calls_is_checked_afresh():
+    """Code that printed another figure between the nudge and the answer given again: the
+    answer is nudged once more (the cap still holds), and the figure printed is taken."""
+    s = state("The date in 100 days?", ("GetTimeTools", {"now": "2026-11-27"}))
+    first = check(s, {"output": "2027-01-17"})
+    s.steps[-1].calls[0].observation = first
+    s.steps.append(StepRecord(index=2, thought="", calls=[CallRecord(
+        tool="CodeInterpreterTool", args={}, observation={"stdout": "2027-03-07\n"})]))
+    s.messages.append(Message(role="observation", content=json.dumps(
+        {"tool_name": "CodeInterpreterTool", "response": {"stdout": "2027-03-07\n"}})))
+    assert unseen(s, "2027-01-17") == ["2027-01-17"]
+    s.steps.pop()
+    assert check(s, {"output": "2027-03-07"}) is None
+
+    @tool
+    def order_total(order: str) -> dict:
+        """The total of an order."""
+        return {"order": order, "total": 31250}
+
+    answer = step(FINAL, {"output": "They total 48,213."})
+    model = ScriptedModel([step("order_total", {"order": "A"}), answer,
+                           step("CodeInterpreterTool", {"code": "print(31250 + 18750)"}),
+                           answer, answer])
+    from jsonagent.tools.toolset import core_tools
+
+    result = Agent(model=model, tools=[*core_tools(), order_total],
+                   config=AgentConfig(check_answers=True)).run("What do orders A and B total?")
+    assert result.status == "completed" and result.answer == "They total 48,213."
+    assert result.stats.answer_nudges == 2  # then given again at once: confirmed
 
 
 def test_the_nudges_of_a_run_are_capped():

@@ -270,7 +270,7 @@ class Display:
         """A line from stdin; the prompt goes to stderr so stdout holds only answers."""
         self._stop()
         self.err.print(escape(prompt), end="")
-        return input()
+        return _line()
 
     def user_prompt(self, pending: Any) -> str:
         if pending is not None and pending.kind in ("question", "once"):
@@ -317,3 +317,16 @@ def _n(count: int, noun: str) -> str:
 def _brief(obj: Any) -> str:
     text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, default=str)
     return text if len(text) <= _SHOW else text[:_SHOW] + f"… (+{len(text) - _SHOW} chars)"
+
+
+def _line() -> str:
+    """input(), where a Ctrl-C pressed just as the prompt appears still interrupts it.
+    CPython looks at signals in a read only when the signal interrupts the read, so one that
+    lands between the prompt and the read waited for the next Enter (a chat that would not
+    quit). The wait for the line is Python's own, which notices a signal at once."""
+    if sys.platform != "win32" and sys.stdin.isatty():
+        import select
+
+        while not select.select([sys.stdin], [], [], 0.2)[0]:
+            pass
+    return input()

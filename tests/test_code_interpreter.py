@@ -117,14 +117,15 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
 def test_the_persons_answers_are_not_bound_to_a_name():
     model = ScriptedModel([step("AskHumanHelpTool", {"question": "a number?"}),
                            code("print(AskHumanHelpTool)"), code("print(first_number)"),
-                           code("print(math.pi)"), DONE])
+                           code("print(math.pi)"), code("print(is_prime(7))"), DONE])
     r = Agent(model=model, ask_human=lambda q: "12345").run("x")
     assert all("NameError" in r.steps[i].observation["error"] for i in (1, 2, 3))
     # no tool results to point to: the value is the model's to write in
     assert r.steps[2].observation["note"] == (
         "first_number is not defined: a variable holds only what an earlier cell assigned to "
         "it. Write the values you were given into the code itself.")
-    assert "note" not in r.steps[3].observation  # a missing import says enough itself
+    # a missing import or function says enough itself
+    assert "note" not in r.steps[3].observation and "note" not in r.steps[4].observation
 
 
 def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():

@@ -11,6 +11,10 @@ several questions, and the last answer under the tool's name would pass for all 
 A name the code gave a value of its own is left alone: it is bound only while it is unset or
 still holds what an earlier binding put there. Names of builtins are never bound, so a tool
 called `sum` does not hide `sum()`.
+
+A cell that fails is told what it needs about those results (`failure_notes`): where they
+are and what each is, for a name it guessed or a result it copied into a literal that broke;
+the shape of one it misread (`invoice_lines['lines']` on a list).
 """
 
 from __future__ import annotations
@@ -68,7 +72,9 @@ def failure_notes(code: str, error: str | None, run: Any, skip: Container[str]) 
         missing = found.group(1)
         if results:
             return [note("code_unknown_name", missing=missing, names=_described(results))]
-        if missing not in sys.stdlib_module_names:  # a missing import says enough itself
+        # a missing import or function says enough itself
+        if missing not in sys.stdlib_module_names and \
+                not re.search(rf"\b{re.escape(missing)}\s*\(", code):
             return [note("code_undefined", missing=missing)]
         return []
     if results and not named and _COPIED.search(error):

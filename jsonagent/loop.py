@@ -139,7 +139,9 @@ class Loop:
                 self.s.stats.reasks += 1
                 yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                            problem=parsed.message))
-                if not self.requests.rules_out(parsed.stage, reply.cut):
+                if self.requests.rules_out(parsed.stage, reply.cut):
+                    self.s.stats.grammar_reasks += 1
+                else:
                     extra += [Message(role="assistant", content=_head(reply)),
                               Message(role="user", content=self.style.reask(parsed, self.toolset))]
         return parsed

@@ -146,6 +146,9 @@ class Stats(BaseModel):
     repairs: int = 0
     reasks: int = 0
     invalid_replies: int = 0
+    grammar_reasks: int = 0
+    """Of the invalid replies, those written without the schema's grammar (an endpoint where
+    it is costly) that broke what it holds, and were asked for again under it."""
     answer_nudges: int = 0
     """Final answers sent back because they had numbers the run never saw (grounding.py)."""
     retries: int = 0

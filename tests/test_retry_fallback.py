@@ -181,6 +181,23 @@ def test_invalid_replies_in_a_row_hand_over_to_the_next_model():
     assert fell.kind == "invalid_replies" and "2 invalid replies in a row" in fell.error
 
 
+def test_a_reply_without_a_costly_grammar_is_not_held_against_the_model():
+    """A try without the schema's grammar (llama-cpp-python's server) that breaks the envelope
+    is asked for again under it: that is no invalid reply in a row for the fallback."""
+    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+    events: list = []
+    with OpenAIStub([broken, DONE]) as first, OpenAIStub([DONE]) as second:
+        costly = OpenAIModel("primary", base_url=first.url, api_key="sk-test",
+                             grammar_costly=True)
+        result = agent(costly, second.url, events=events, config={"json_mode": "schema"},
+                       retry=RetryConfig(fallback_on_invalid=1)).run("x")
+    assert result.status == "completed" and not of(events, ev.ModelFallback)
+    assert len(first.requests) == 2 and not second.requests
+    assert "response_format" not in first.requests[0]["body"]
+    assert "response_format" in first.requests[1]["body"]
+    assert (result.stats.invalid_replies, result.stats.grammar_reasks) == (1, 1)
+
+
 def test_a_resumed_run_starts_again_from_the_primary():
     ask = json.dumps(step("AskHumanHelpTool", {"question": "which?"}))
     with OpenAIStub([error(401, "bad key"), DONE]) as first, OpenAIStub([ask]) as second:

@@ -204,10 +204,12 @@ class _Tracker:
 
     def before_model(self, state: Any) -> None:
         routes, retry = self.owner._routes, self.owner.retry
+        # a reply written without a costly grammar and asked for again under it is not the
+        # model failing to answer: the grammar's try would have held it
+        invalid = state.stats.invalid_replies - state.stats.grammar_reasks
         route = routes.get(id(state))
         if route is None:
-            route = routes[id(state)] = Route(budget=retry.budget,
-                                              invalid=state.stats.invalid_replies,
+            route = routes[id(state)] = Route(budget=retry.budget, invalid=invalid,
                                               steps=len(state.steps))
             # an iterator left undrained never reaches on_end: the state's end ends it too
             weakref.finalize(state, routes.pop, id(state), None)
@@ -217,8 +219,8 @@ class _Tracker:
         if retry.fallback_on_invalid:
             if len(state.steps) > route.steps:  # a valid step since: the row is broken
                 route.in_row = 0
-            route.in_row += state.stats.invalid_replies - route.invalid
-            route.invalid, route.steps = state.stats.invalid_replies, len(state.steps)
+            route.in_row += invalid - route.invalid
+            route.invalid, route.steps = invalid, len(state.steps)
             if route.in_row >= retry.fallback_on_invalid \
                     and route.at + 1 < len(self.owner.models):
                 route.switch = f"{route.in_row} invalid replies in a row"

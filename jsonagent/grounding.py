@@ -42,6 +42,7 @@ tool's own observations (the nudges).
 
 from __future__ import annotations
 
+import functools
 import json
 from bisect import bisect_left
 from datetime import date, timedelta
@@ -49,7 +50,7 @@ from typing import Any, Iterable, Iterator
 
 from . import dates
 from .dates import DateMention
-from .notes import note
+from .notes import note, template_of
 from .numbers import Mention, in_data, in_text
 from .state import RunState, StepRecord
 from .tools.core import CODE_TOOL
@@ -109,7 +110,8 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
 
 
 def _just_told(state: RunState, record: StepRecord, final: str) -> list[str]:
-    """What the nudge of the step right before `record` named, if that step was one."""
+    """What the nudge of the step right before `record` named, if that step was one. One
+    step back is enough while MAX_NUDGES is 2: a third answer is taken whatever it says."""
     steps = state.steps
     at = next((i for i in range(len(steps) - 1, -1, -1) if steps[i] is record), len(steps))
     before = steps[at - 1] if at > 0 else None
@@ -176,12 +178,9 @@ def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:
 
 
 def _seen_data(state: RunState, final: str) -> Iterator[Any]:
-    # a nudge stands in the history as the user's words, in its reply's place (acting.py)
-    nudges = {obs["error"] for obs in (s.observation for s in state.steps if s.tool == final)
-              if isinstance(obs, dict) and "unconfirmed" in obs}
     for message in state.messages:
         if message.role == "user":
-            if message.content not in nudges:
+            if not _a_nudge(message.content):
                 yield message.content
         elif message.role == "observation":
             try:
@@ -195,6 +194,23 @@ def _seen_data(state: RunState, final: str) -> Iterator[Any]:
             if body.get("tool_name") == CODE_TOOL and isinstance(response, dict):
                 response = [response.get(k) for k in _CODE_OUTPUT]  # what it printed
             yield response
+
+
+def _a_nudge(text: Any) -> bool:
+    """Whether a user message is a nudge, of this run or an earlier one of the session: it
+    stands in the history as the user's words, in its reply's place (acting.py)."""
+    return isinstance(text, str) and any(
+        text.startswith(head) and tail in text for head, tail in _nudge_parts())
+
+
+@functools.lru_cache(maxsize=1)
+def _nudge_parts() -> list[tuple[str, str]]:
+    """Each nudge's words before its numbers, and after them up to its next field."""
+    parts = []
+    for key in ("answer_unseen", "answer_unseen_no_code"):
+        head, rest = template_of(key).split("{numbers}", 1)
+        parts.append((head, rest.split("{", 1)[0]))
+    return parts
 
 
 def _leaves(data: Any) -> Iterator[Any]:

@@ -21,6 +21,11 @@ def note(name: str, **fields: object) -> str:
     return _notes()[name].format(**fields)
 
 
+def template_of(name: str) -> str:
+    """A note's words before its fields are filled in."""
+    return _notes()[name]
+
+
 @functools.lru_cache(maxsize=1)
 def _notes() -> dict[str, str]:
     return json.loads(template("notes.json"))

@@ -104,9 +104,9 @@ def test_a_cell_reads_a_tools_latest_result_by_the_tools_name():
     out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
     assert out[0]["stdout"] == '3680 it\'s "quoted" 3\n'
     assert out[2]["stdout"] == "5\n" and out[4]["stdout"] == "2000\n"
+    # `sum` stays the builtin; order_total, which a cell gave its own value, has no shape
     assert out[5]["note"] == ("totl is not defined. What the tools returned is in variables "
-                              "named after them: order_total (a dict with keys total, note).")
-    # `sum` stays the builtin
+                              "named after them: order_total.")
     assert "note" not in out[0] and "NameError" in out[5]["error"]
     assert out[1].get("note") == ("The code ran and printed nothing. To see order_total, print "
                               "it: print(order_total).")
@@ -144,7 +144,12 @@ def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():
         code("data = json.loads('[{'item': 'ties'}]')"),  # the result copied in, broken
         code("print(invoice_lines['lines'])"),  # read as what it is not
         code("print(1 / 0)"),  # a failure that is not about the results
-        code("print(invoice_lines[0]['quantity'])"), DONE])
+        code("print(invoice_lines[0]['quantity'])"),
+        code('print("a" 1)'),  # a slip that copied nothing
+        code("print(math.sqrt(2))"),  # a missing import says enough itself
+        code("print(invoice_lines[0]['item'] + 1)"),  # an error not about what it is
+        code("invoice_lines = 5\nprint(invoice_lines['lines'])"),  # its own value now
+        DONE])
     r = Agent(model=model, tools=[*core_tools(), invoice_lines]).run("x")
     out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
     held = "invoice_lines (a list of 2 dicts with keys item, quantity, unit_price_eur)"
@@ -156,6 +161,8 @@ def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():
                              "unit_price_eur."
     assert "note" not in out[3] and "ZeroDivisionError" in out[3]["error"]
     assert out[4] == {"stdout": "2\n", "exit_code": 0}
+    assert all("note" not in o for o in out[5:8]) and "TypeError" in out[7]["error"]
+    assert "note" not in out[8] and "TypeError" in out[8]["error"]
 
 
 @pytest.mark.parametrize("value, said", [
@@ -171,10 +178,12 @@ def test_a_results_shape_in_a_few_words(value, said):
 
 
 def test_a_missing_module_is_told_nothing_installs_and_the_nearest_names():
-    model = ScriptedModel([code("import mathx\nprint(mathx.pi)"), code("import qwzzx"), DONE])
+    model = ScriptedModel([code("import mathx\nprint(mathx.pi)"), code("import qwzzx"),
+                           code("import json.tools.nothing"), DONE])
     r = Agent(model=model).run("x")
     assert r.steps[0].observation["note"] == (
         "There is no module mathx here, and nothing can be installed (there is no network). "
         "The standard library's modules nearest that name: math, cmath, fnmatch. Fix the code "
         "with what is installed.")
     assert "nearest" not in r.steps[1].observation["note"]
+    assert r.steps[2].observation["note"].startswith("There is no module json.tools here") and "nearest" not in r.steps[2].observation["note"]

@@ -269,3 +269,13 @@ def test_dates_are_checked_as_dates_not_as_their_parts():
         tool=FINAL, args={}, observation=check(confirmed, {"output": "2027-01-17"}))]))
     assert unseen(confirmed, "It is 2027-01-17") == []  # called again: confirmed
     assert unseen(state("When?"), "On 2027-01-17") == []  # no day seen to step from
+
+
+def test_a_nudge_of_an_earlier_run_of_the_session_is_no_source():
+    earlier = state("Total?", ("get_order", {"amount": 31250}))
+    said = check(earlier, {"output": "It is 48,213."})["error"]
+    s = state("And the total again?", ("get_order", {"amount": 31250}))
+    s.messages.insert(2, Message(role="user", content=said))  # in its reply's place
+    assert unseen(s, "It is 48,213.") == ["48,213"]
+    s.messages.insert(2, Message(role="user", content="I think it is 48,213."))
+    assert unseen(s, "It is 48,213.") == []  # what the person said is seen

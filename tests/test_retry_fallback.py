@@ -198,6 +198,21 @@ def test_a_reply_without_a_costly_grammar_is_not_held_against_the_model():
     assert (result.stats.invalid_replies, result.stats.grammar_reasks) == (1, 1)
 
 
+def test_a_reply_under_the_grammar_counts_the_grammar_free_one_before_it():
+    """N = max_reasks still fires in a step that began without the grammar: the try under it
+    that breaks too makes the row of two."""
+    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+    events: list = []
+    with OpenAIStub([broken, broken]) as first, OpenAIStub([DONE]) as second:
+        costly = OpenAIModel("primary", base_url=first.url, api_key="sk-test",
+                             grammar_costly=True)
+        result = agent(costly, second.url, events=events, config={"json_mode": "schema"},
+                       retry=RetryConfig(fallback_on_invalid=2)).run("x")
+    assert result.status == "completed" and len(first.requests) == 2
+    [fell] = of(events, ev.ModelFallback)
+    assert "2 invalid replies in a row" in fell.error
+
+
 def test_a_resumed_run_starts_again_from_the_primary():
     ask = json.dumps(step("AskHumanHelpTool", {"question": "which?"}))
     with OpenAIStub([error(401, "bad key"), DONE]) as first, OpenAIStub([ask]) as second:

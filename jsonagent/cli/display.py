@@ -323,8 +323,13 @@ def _line() -> str:
     """input(), where a Ctrl-C pressed just as the prompt appears still interrupts it.
     CPython looks at signals in a read only when the signal interrupts the read, so one that
     lands between the prompt and the read waited for the next Enter (a chat that would not
-    quit). The wait for the line is Python's own, which notices a signal at once."""
-    if sys.platform != "win32" and sys.stdin.isatty():
+    quit). The wait for the line is Python's own; its timeout is what catches a signal that
+    lands just before select() itself. Not on Windows, whose select takes no stdin."""
+    try:
+        waits = sys.platform != "win32" and sys.stdin.isatty()
+    except (AttributeError, ValueError):  # no stdin, or a closed one: input() says so
+        waits = False
+    if waits:
         import select
 
         while not select.select([sys.stdin], [], [], 0.2)[0]:

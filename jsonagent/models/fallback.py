@@ -66,9 +66,12 @@ class Route:
     """Which request of a step is under way: the run's steps and invalid replies when it
     began (a summary's reply between its sends is not a new one)."""
     invalid: int = 0
+    free: int = 0
     steps: int = 0
     in_row: int = 0
-    """The run's invalid replies and steps when last seen, and invalid replies in a row."""
+    free_in_row: int = 0
+    """The run's invalid replies, grammar re-asks (Stats.grammar_reasks) and steps when last
+    seen, and invalid replies and grammar re-asks in a row."""
     switch: str | None = None
     """Why the next request goes to the next model, before it is sent (invalid replies)."""
     over: bool = False
@@ -204,12 +207,10 @@ class _Tracker:
 
     def before_model(self, state: Any) -> None:
         routes, retry = self.owner._routes, self.owner.retry
-        # a reply written without a costly grammar and asked for again under it is not the
-        # model failing to answer: the grammar's try would have held it
-        invalid = state.stats.invalid_replies - state.stats.grammar_reasks
+        invalid, free = state.stats.invalid_replies, state.stats.grammar_reasks
         route = routes.get(id(state))
         if route is None:
-            route = routes[id(state)] = Route(budget=retry.budget, invalid=invalid,
+            route = routes[id(state)] = Route(budget=retry.budget, invalid=invalid, free=free,
                                               steps=len(state.steps))
             # an iterator left undrained never reaches on_end: the state's end ends it too
             weakref.finalize(state, routes.pop, id(state), None)
@@ -218,13 +219,18 @@ class _Tracker:
             route.request, route.shrunk = request, False
         if retry.fallback_on_invalid:
             if len(state.steps) > route.steps:  # a valid step since: the row is broken
-                route.in_row = 0
+                route.in_row = route.free_in_row = 0
             route.in_row += invalid - route.invalid
-            route.invalid, route.steps = invalid, len(state.steps)
+            route.free_in_row += free - route.free
+            route.invalid, route.free, route.steps = invalid, free, len(state.steps)
+            # a row of replies written without a costly grammar, each asked for again under
+            # it, is not the model failing: the grammar's try may well hold. One made under
+            # the grammar counts them all, so that N = max_reasks can still fire in a step
             if route.in_row >= retry.fallback_on_invalid \
+                    and route.in_row > route.free_in_row \
                     and route.at + 1 < len(self.owner.models):
                 route.switch = f"{route.in_row} invalid replies in a row"
-                route.in_row = 0
+                route.in_row = route.free_in_row = 0
         _route.set(route)
 
     def on_end(self, state: Any, result: Any) -> None:

@@ -19,6 +19,7 @@ the shape of one it misread (`invoice_lines['lines']` on a list).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import io
 import json
@@ -26,11 +27,11 @@ import keyword
 import re
 import sys
 import tokenize
-from typing import Any, Container
+from typing import Any, Container, Iterable
 
 from ..notes import note
 
-_UNDEFINED = re.compile(r"NameError: name '(\w+)' is not defined")
+_UNDEFINED = re.compile(r"^NameError: name '(\w+)' is not defined", re.M)
 HELD = "_tool_results"
 """The kernel's record of what it was given, so that a later binding knows its own."""
 
@@ -58,27 +59,29 @@ def latest(run: Any, skip: Container[str]) -> dict[str, Any]:
     return found
 
 
-def failure_notes(code: str, error: str | None, run: Any, skip: Container[str]) -> list[str]:
+def failure_notes(code: str, error: str | None, run: Any, skip: Container[str],
+                  cells: Iterable[str] = ()) -> list[str]:
     """For a cell that failed, what the model needs to see about the run's results: where
     they are when it guessed a name (`lines` for `invoice_lines`) or copied one into a string
     literal that broke, and their shape when it read one as what it is not (a list indexed
     by `'lines'`). A name nothing can hold, with no results to point to, is a value the
-    model meant to write in (the person's answer as `first_number`)."""
+    model meant to write in (the person's answer as `first_number`). `cells` is the run's
+    code, this cell's included: a name it gave a value of its own is not a result's."""
     error = error or ""
+    own = set().union(*map(_assigned, cells))
     results = latest(run, skip)
-    named = [name for name in sorted(_names(code)) if name in results]
-    found = _UNDEFINED.search(error)
-    if found and found.group(1) not in results:
-        missing = found.group(1)
+    undefined = _UNDEFINED.findall(error)
+    if undefined:  # the last: in a chained traceback, the one the cell died of
+        missing = undefined[-1]
+        if missing in results or _says_enough(missing, code):
+            return []
         if results:
-            return [note("code_unknown_name", missing=missing, names=_described(results))]
-        # a missing import or function says enough itself
-        if missing not in sys.stdlib_module_names and \
-                not re.search(rf"\b{re.escape(missing)}\s*\(", code):
-            return [note("code_undefined", missing=missing)]
-        return []
-    if results and not named and _COPIED.search(error):
-        return [note("code_copied_result", names=_described(results))]
+            return [note("code_unknown_name", missing=missing,
+                         names=_described(results, own))]
+        return [note("code_undefined", missing=missing)]
+    named = [name for name in sorted(_names(code)) if name in results and name not in own]
+    if not named and _COPIED.search(error) and _copies(code, results):
+        return [note("code_copied_result", names=_described(results, own))]
     if named and _MISREAD.search(error):
         return [note("code_result_shape", shapes="; ".join(
             f"{name} is {shape(results[name])}" for name in named))]
@@ -103,13 +106,15 @@ def shape(value: Any) -> str:
 
 
 _COPIED = re.compile(r"^(SyntaxError|json\.decoder\.JSONDecodeError|JSONDecodeError)\b", re.M)
-_MISREAD = re.compile(r"^(TypeError|KeyError|AttributeError|IndexError)\b", re.M)
+_MISREAD = re.compile(r"^(KeyError|IndexError|AttributeError: .* has no attribute|TypeError: .*"
+                      r"(subscriptable|indices must be|not callable|not iterable|has no len))",
+                      re.M)
 _KINDS = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"),
           (list, "list"), (dict, "dict"), (type(None), "null"))
 
 
 def _kind(value: Any) -> str:
-    return next(name for kind, name in _KINDS if isinstance(value, kind))
+    return next((name for kind, name in _KINDS if isinstance(value, kind)), "value")
 
 
 def _keys(d: dict, most: int = 8) -> str:
@@ -117,8 +122,68 @@ def _keys(d: dict, most: int = 8) -> str:
     return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")
 
 
-def _described(results: dict[str, Any]) -> str:
-    return ", ".join(f"{name} ({shape(value)})" for name, value in sorted(results.items()))
+def _assigned(code: str) -> set[str]:
+    """The names a cell gives values of its own: assigned, defined, imported."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _says_enough(missing: str, code: str) -> bool:
+    """Whether Python's own error says it: a function never defined, or a module used
+    (`math.pi`) and never imported."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == missing:
+            return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == missing and missing in sys.stdlib_module_names:
+            return True
+    return False
+
+
+def _copies(code: str, results: dict[str, Any]) -> bool:
+    """Whether the code holds a result's keys or text: copied into a literal, not read from
+    its variable."""
+    return any(text in code for text in _texts(results, [], 2000))
+
+
+def _texts(data: Any, out: list[str], most: int) -> list[str]:
+    """The keys and strings of JSON data of 3 characters or more, up to `most` of them."""
+    if len(out) >= most:
+        return out
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and len(key) >= 3:
+                out.append(key)
+            _texts(value, out, most)
+    elif isinstance(data, list):
+        for value in data:
+            _texts(value, out, most)
+    elif isinstance(data, str) and len(data) >= 3:
+        out.append(data)
+    return out
+
+
+def _described(results: dict[str, Any], own: set[str]) -> str:
+    """Each result's name and shape; no shape for a name the code also gave a value of its
+    own, which the variable may hold instead."""
+    return ", ".join(name if name in own else f"{name} ({shape(value)})"
+                     for name, value in sorted(results.items()))
 
 
 def binding(values: dict[str, Any]) -> str:

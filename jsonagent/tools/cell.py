@@ -89,7 +89,9 @@ def missing_module(error: str | None) -> str | None:
     import difflib
     import sys
 
-    wanted = found.group(1).split(".")[0]
+    wanted = found.group(1)
+    if "." in wanted:  # `json.foo`: its package is there; no name near it is the fix
+        return note("code_no_module", module=wanted, nearest="")
     nearest = difflib.get_close_matches(
         wanted, [m for m in sys.stdlib_module_names if not m.startswith("_")], n=3, cutoff=0.6)
     return note("code_no_module", module=wanted, nearest=note(

@@ -70,7 +70,9 @@ def code_interpreter(code: str, ctx: RunContext) -> dict[str, Any]:
         out["stderr"] = result.stderr
     if result.error:
         out["error"] = result.error
-        notes += failure_notes(cell.code, result.error, ctx.run, UNBOUND)
+        cells = [c.args.get("code") or "" for r in getattr(ctx.run, "steps", None) or ()
+                 for c in r.calls if c.tool == CODE_TOOL and isinstance(c.args, dict)]
+        notes += failure_notes(cell.code, result.error, ctx.run, UNBOUND, [*cells, cell.code])
         notes += filter(None, [missing_module(result.error)])
     if result.timed_out:
         out["timed_out"] = True

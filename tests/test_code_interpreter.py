@@ -178,12 +178,12 @@ def test_a_results_shape_in_a_few_words(value, said):
 
 
 def test_a_missing_module_is_told_nothing_installs_and_the_nearest_names():
-    model = ScriptedModel([code("import mathx\nprint(mathx.pi)"), code("import qwzzx"),
+    model = ScriptedModel([code("import mathx\nprint(mathx.pi)"), code("import sympy"),
                            code("import json.tools.nothing"), DONE])
     r = Agent(model=model).run("x")
     assert r.steps[0].observation["note"] == (
         "There is no module mathx here, and nothing can be installed (there is no network). "
-        "The standard library's modules nearest that name: math, cmath, fnmatch. Fix the code "
+        "The standard library's modules nearest that name: math, cmath. Fix the code "
         "with what is installed.")
     assert "nearest" not in r.steps[1].observation["note"]
     assert r.steps[2].observation["note"].startswith("There is no module json.tools here") and "nearest" not in r.steps[2].observation["note"]

@@ -92,8 +92,10 @@ def missing_module(error: str | None) -> str | None:
     wanted = found.group(1)
     if "." in wanted:  # `json.foo`: its package is there; no name near it is the fix
         return note("code_no_module", module=wanted, nearest="")
+    # close enough for a slip (mathx, colections), not for a package that is not there
+    # (sympy is not smtpd)
     nearest = difflib.get_close_matches(
-        wanted, [m for m in sys.stdlib_module_names if not m.startswith("_")], n=3, cutoff=0.6)
+        wanted, [m for m in sys.stdlib_module_names if not m.startswith("_")], n=3, cutoff=0.75)
     return note("code_no_module", module=wanted, nearest=note(
         "code_nearest_modules", names=", ".join(nearest)) if nearest else "")
 

@@ -181,16 +181,25 @@ def test_invalid_replies_in_a_row_hand_over_to_the_next_model():
     assert fell.kind == "invalid_replies" and "2 invalid replies in a row" in fell.error
 
 
-def test_a_reply_without_a_costly_grammar_is_not_held_against_the_model():
-    """A try without the schema's grammar (llama-cpp-python's server) that breaks the envelope
-    is asked for again under it: that is no invalid reply in a row for the fallback."""
-    broken = json.dumps(step("NoSuchTool", {}, "hm"))
+BROKEN = json.dumps(step("NoSuchTool", {}, "hm"))
+
+
+def costly_then_second(replies: list[str], n: int):
+    """A run on a server whose grammar is costly (llama-cpp-python's), falling back to a
+    second model after `n` invalid replies in a row: the result, its events, both stubs."""
     events: list = []
-    with OpenAIStub([broken, DONE]) as first, OpenAIStub([DONE]) as second:
+    with OpenAIStub(replies) as first, OpenAIStub([DONE]) as second:
         costly = OpenAIModel("primary", base_url=first.url, api_key="sk-test",
                              grammar_costly=True)
         result = agent(costly, second.url, events=events, config={"json_mode": "schema"},
-                       retry=RetryConfig(fallback_on_invalid=1)).run("x")
+                       retry=RetryConfig(fallback_on_invalid=n)).run("x")
+    return result, events, first, second
+
+
+def test_a_reply_without_a_costly_grammar_is_not_held_against_the_model():
+    """A try without the schema's grammar that breaks the envelope is asked for again under
+    it: that is no invalid reply in a row for the fallback."""
+    result, events, first, second = costly_then_second([BROKEN, DONE], 1)
     assert result.status == "completed" and not of(events, ev.ModelFallback)
     assert len(first.requests) == 2 and not second.requests
     assert "response_format" not in first.requests[0]["body"]
@@ -201,13 +210,7 @@ def test_a_reply_without_a_costly_grammar_is_not_held_against_the_model():
 def test_a_reply_under_the_grammar_counts_the_grammar_free_one_before_it():
     """N = max_reasks still fires in a step that began without the grammar: the try under it
     that breaks too makes the row of two."""
-    broken = json.dumps(step("NoSuchTool", {}, "hm"))
-    events: list = []
-    with OpenAIStub([broken, broken]) as first, OpenAIStub([DONE]) as second:
-        costly = OpenAIModel("primary", base_url=first.url, api_key="sk-test",
-                             grammar_costly=True)
-        result = agent(costly, second.url, events=events, config={"json_mode": "schema"},
-                       retry=RetryConfig(fallback_on_invalid=2)).run("x")
+    result, events, first, _ = costly_then_second([BROKEN, BROKEN], 2)
     assert result.status == "completed" and len(first.requests) == 2
     [fell] = of(events, ev.ModelFallback)
     assert "2 invalid replies in a row" in fell.error

@@ -444,3 +444,34 @@ def test_ray_batch_records_every_run_in_a_shared_postgresql_store(tmp_path, pg_u
         assert {s.runs for s in store.sessions() if s.name} == {3}
     finally:
         store.close()
+
+
+def test_a_timed_out_task_says_so_even_when_the_run_ends_before_cancel_returns():
+    """The run may end, and the task be written up, while agent.cancel() is still on its
+    way back (Ray's CI once read a timed-out task as "cancelled")."""
+    import threading
+    from types import SimpleNamespace
+
+    from jsonagent.batch.dispatch import run_task
+    from jsonagent.batch.files import Task
+    from jsonagent.status import INTERRUPTED
+    from jsonagent.usage import Usage
+
+    class SlowToReturn:
+        def __init__(self):
+            self.stopped = threading.Event()
+
+        def iter(self, text, session=None):
+            yield SimpleNamespace(run_id="r1")
+            self.stopped.wait(10)
+            yield SimpleNamespace(run_id="r1", result=SimpleNamespace(
+                status=INTERRUPTED, error="cancelled", answer=None, steps=[], usage=Usage(),
+                run_id="r1", session_id="s1"))
+
+        def cancel(self, run_id):
+            self.stopped.set()
+            time.sleep(0.5)
+            return True
+
+    line = run_task(SlowToReturn(), Task(id="slow", input="x"), timeout=0.2)
+    assert line.status == "failed" and line.error == "timed out after 0.2 s"

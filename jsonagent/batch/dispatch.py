@@ -74,8 +74,10 @@ def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, boo
         for end in agent.iter(task.input, session=task.session):
             if timer is None and timeout:  # the first event names the run
                 left = max(0.0, timeout - (time.monotonic() - start))
-                timer = threading.Timer(left, lambda run_id=end.run_id: fired.append(
-                    agent.cancel(run_id)))
+                # marked before the cancel: the run may end, and this function return,
+                # before agent.cancel() does (a timed-out task then read as "cancelled")
+                timer = threading.Timer(left, lambda run_id=end.run_id: (
+                    fired.append(run_id), agent.cancel(run_id)))
                 timer.daemon = True
                 timer.start()
     finally:

@@ -75,7 +75,7 @@ def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, boo
             if timer is None and timeout:  # the first event names the run
                 left = max(0.0, timeout - (time.monotonic() - start))
                 # marked before the cancel: the run may end, and this function return,
-                # before agent.cancel() does (a timed-out task then read as "cancelled")
+                # before agent.cancel() does (a timed-out task then read as cancelled)
                 timer = threading.Timer(left, lambda run_id=end.run_id: (
                     fired.append(run_id), agent.cancel(run_id)))
                 timer.daemon = True

@@ -149,8 +149,10 @@ def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():
         code("print(math.sqrt(2))"),  # a missing import says enough itself
         code("print(invoice_lines[0]['item'] + 1)"),  # an error not about what it is
         code("invoice_lines = 5\nprint(invoice_lines['lines'])"),  # its own value now
+        code("x = (1,\nprint('invoice_lines')"),  # a tool's name is not its result's text
         DONE])
-    r = Agent(model=model, tools=[*core_tools(), invoice_lines]).run("x")
+    r = Agent(model=model, tools=[*core_tools(), invoice_lines],
+              config=AgentConfig(max_steps=20)).run("x")
     out = [s.observation for s in r.steps if s.tool == "CodeInterpreterTool"]
     held = "invoice_lines (a list of 2 dicts with keys item, quantity, unit_price_eur)"
     assert out[0]["note"] == ("lines is not defined. What the tools returned is in variables "
@@ -163,6 +165,7 @@ def test_a_failed_cell_is_shown_where_the_results_are_and_what_they_hold():
     assert out[4] == {"stdout": "2\n", "exit_code": 0}
     assert all("note" not in o for o in out[5:8]) and "TypeError" in out[7]["error"]
     assert "note" not in out[8] and "TypeError" in out[8]["error"]
+    assert "note" not in out[9] and "SyntaxError" in out[9]["error"]
 
 
 @pytest.mark.parametrize("value, said", [

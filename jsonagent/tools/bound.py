@@ -159,7 +159,7 @@ def _says_enough(missing: str, code: str) -> bool:
 def _copies(code: str, results: dict[str, Any]) -> bool:
     """Whether the code holds a result's keys or text: copied into a literal, not read from
     its variable."""
-    return any(text in code for text in _texts(results, [], 2000))
+    return any(text in code for text in _texts(list(results.values()), [], 2000))
 
 
 def _texts(data: Any, out: list[str], most: int) -> list[str]:

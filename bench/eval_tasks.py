@@ -231,6 +231,8 @@ def main() -> None:
     p.add_argument("--smol-python",
                    default=os.environ.get("SMOL_PYTHON", ".venv-smol/bin/python"))
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--home", type=Path,
+                   help="JSONAGENT_HOME for the runs; default a fresh one (see fresh_home)")
     p.add_argument("--join", type=Path, nargs="+", metavar="DIR",
                    help="run nothing: report the runs of these output directories as one "
                         "benchmark (each ran some task kinds as its own dataset) into --out")
@@ -250,6 +252,7 @@ def main() -> None:
         return _report(lines, names, ds, args, gguf, ", ".join(map(str, files)))
     ours = [VARIANTS[n].variant(n) for n in names if VARIANTS[n].where != "smolagents"]
     with ExitStack() as held:
+        os.environ["JSONAGENT_HOME"] = str(args.home or held.enter_context(fresh_home()))
         server = None
         if any(VARIANTS[n].where != "local" for n in names):
             server = held.enter_context(LlamaServer(gguf, n_ctx=args.n_ctx,
@@ -262,6 +265,20 @@ def main() -> None:
         if "smolagents" in names:
             run_smolagents(ds, args.repeat, results, server, args)
     _report(read_results(results), names, ds, args, gguf, str(results))
+
+
+def fresh_home():
+    """A home of the run's own, gone after it.
+
+    In process, each system prompt's KV state is saved under the home and loaded by the next
+    process that sends it (`models/kvcache.py`). With the user's home, the in-process rows of
+    one round loaded every task's system prompt saved by the round before, while the server,
+    started afresh, evaluated each one: through round 13 that made in-process's first steps
+    seconds faster than a first run of the agent is, and the comparison depend on what ran
+    earlier. In a fresh home both paths evaluate each task's system prompt once. The model
+    file is found before this (`catalog.path`), in the user's home.
+    """
+    return tempfile.TemporaryDirectory(prefix="jsonagent-bench-home-")
 
 
 def _report(lines, names: list[str], ds: Dataset, args, gguf: str, source: str) -> None:

@@ -211,7 +211,11 @@ def test_postgresql_restarted_under_load_every_run_ends_and_none_is_driven_twice
             assert len(steps) == len(set(steps)), (run_id, [e["type"] for e in events])
         for server in servers:
             assert server.proc.poll() is None, server.output()  # no crash
-            log = server.output()
+            # "reconnected" is said by the node's next call that reaches the store, which may
+            # come a moment after the last run ended (a CI run read the log before it)
+            deadline = time.monotonic() + 10
+            while "reconnected to the" not in (log := server.output()) and time.monotonic() < deadline:
+                time.sleep(0.2)
             assert log.count("lost the PostgreSQL store") == 1, log  # said once
             assert log.count("reconnected to the PostgreSQL store") == 1, log
             assert "Traceback" not in log, log

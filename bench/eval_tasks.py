@@ -145,7 +145,13 @@ def model_for(setup: Setup, gguf: str, base_url: str | None, n_ctx: int):
     if setup.where == "local":
         from jsonagent.models.local import LocalConfig, LocalModel
 
-        return LocalModel(gguf, LocalConfig(n_ctx=n_ctx, temperature=setup.temperature))
+        # No system prompt loaded from disk (`models/kvcache.py`): the server, started afresh,
+        # evaluates each task's system prompt once, and so does this. Through round 13 the
+        # in-process rows loaded every task's system prompt that the round before had saved
+        # in the user's home, which made their first steps seconds faster than an agent's
+        # first run is, and the comparison depend on what ran earlier.
+        return LocalModel(gguf, LocalConfig(n_ctx=n_ctx, temperature=setup.temperature,
+                                            kv_cache=False))
     from jsonagent.models.openai import OpenAIModel
 
     model = OpenAIModel(Path(gguf).stem, base_url=base_url, api_key="sk-local",
@@ -231,8 +237,6 @@ def main() -> None:
     p.add_argument("--smol-python",
                    default=os.environ.get("SMOL_PYTHON", ".venv-smol/bin/python"))
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--home", type=Path,
-                   help="JSONAGENT_HOME for the runs; default a fresh one (see fresh_home)")
     p.add_argument("--join", type=Path, nargs="+", metavar="DIR",
                    help="run nothing: report the runs of these output directories as one "
                         "benchmark (each ran some task kinds as its own dataset) into --out")
@@ -252,7 +256,6 @@ def main() -> None:
         return _report(lines, names, ds, args, gguf, ", ".join(map(str, files)))
     ours = [VARIANTS[n].variant(n) for n in names if VARIANTS[n].where != "smolagents"]
     with ExitStack() as held:
-        os.environ["JSONAGENT_HOME"] = str(args.home or held.enter_context(fresh_home()))
         server = None
         if any(VARIANTS[n].where != "local" for n in names):
             server = held.enter_context(LlamaServer(gguf, n_ctx=args.n_ctx,
@@ -265,20 +268,6 @@ def main() -> None:
         if "smolagents" in names:
             run_smolagents(ds, args.repeat, results, server, args)
     _report(read_results(results), names, ds, args, gguf, str(results))
-
-
-def fresh_home():
-    """A home of the run's own, gone after it.
-
-    In process, each system prompt's KV state is saved under the home and loaded by the next
-    process that sends it (`models/kvcache.py`). With the user's home, the in-process rows of
-    one round loaded every task's system prompt saved by the round before, while the server,
-    started afresh, evaluated each one: through round 13 that made in-process's first steps
-    seconds faster than a first run of the agent is, and the comparison depend on what ran
-    earlier. In a fresh home both paths evaluate each task's system prompt once. The model
-    file is found before this (`catalog.path`), in the user's home.
-    """
-    return tempfile.TemporaryDirectory(prefix="jsonagent-bench-home-")
 
 
 def _report(lines, names: list[str], ds: Dataset, args, gguf: str, source: str) -> None:

@@ -5,8 +5,9 @@ generation, totalled over the run's requests.
     python bench/server_timings.py DIR/server.log [DIR/results.jsonl]
 
 With the results file it divides by the server rows' steps, to set beside in-process's
-seconds per step. The prompt tokens are those of the requests that reused a prefix (all but
-the first, whose time is counted all the same).
+seconds per step. The prompt tokens are those llama.cpp's own counters give for each request,
+the first step of a task (its system prompt) among them; through round 13 this counted only
+the requests that reused a prefix, while their seconds counted all of them.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ import re
 import sys
 from pathlib import Path
 
-PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms")
+PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
 EVAL = re.compile(r" eval time =\s+([\d.]+) ms /\s+(\d+) runs")
-FED = re.compile(r"remaining (\d+) prompt tokens to eval")
 
 
 def main() -> None:
     text = Path(sys.argv[1]).read_text(errors="replace")
-    prompt_s = sum(float(x) for x in PROMPT.findall(text)) / 1000
+    prompts = [(float(ms), int(n)) for ms, n in PROMPT.findall(text)]
+    prompt_s, fed = sum(ms for ms, _ in prompts) / 1000, sum(n for _, n in prompts)
     runs = [(float(ms), int(n)) for ms, n in EVAL.findall(text)]
     eval_s, tokens = sum(ms for ms, _ in runs) / 1000, sum(n for _, n in runs)
-    fed = sum(int(x) for x in FED.findall(text))
     print(f"{len(runs)} requests: prompt evaluated {fed} tokens in {prompt_s:.1f} s "
           f"({1000 * prompt_s / max(fed, 1):.0f} ms a token); generated {tokens} tokens in "
           f"{eval_s:.1f} s ({1000 * eval_s / max(tokens, 1):.1f} ms a token)")

@@ -4,10 +4,10 @@ generation, totalled over the run's requests.
 
     python bench/server_timings.py DIR/server.log [DIR/results.jsonl]
 
-With the results file it divides by the server rows' steps, to set beside in-process's
-seconds per step. The prompt tokens are those llama.cpp's own counters give for each request,
-the first step of a task (its system prompt) among them; through round 13 this counted only
-the requests that reused a prefix, while their seconds counted all of them.
+With the results file it divides by the server rows' steps, and gives each variant's seconds
+a step (a run's seconds over its steps), against the file's first variant. The prompt tokens are llama.cpp's own count for each request; through round
+13 they were read from the prefix-match lines, which the server's first request has not (its
+seconds were counted all the same).
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ def main() -> None:
         print(f"a step of the server rows ({steps} steps): {prompt_s / steps:.2f} s of prompt, "
               f"{eval_s / steps:.2f} s of generation, {fed / steps:.0f} prompt and "
               f"{tokens / steps:.0f} generated tokens")
+        per_step = {}
+        for r in rows:
+            seconds, steps = per_step.get(r["extra"]["variant"], (0.0, 0))
+            per_step[r["extra"]["variant"]] = (seconds + r["seconds"], steps + r["steps"])
+        first = next(iter(per_step.values()), (0.0, 1))
+        print("seconds a step, from the results: " + ", ".join(
+            f"{name} {s / n:.2f} ({s / n / (first[0] / first[1]):.2f}x)"
+            for name, (s, n) in per_step.items()))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ generation, totalled over the run's requests.
     python bench/server_timings.py DIR/server.log [DIR/results.jsonl]
 
 With the results file it divides by the server rows' steps, and gives each variant's seconds
-a step (a run's seconds over its steps), against the file's first variant. The prompt tokens are llama.cpp's own count for each request; through round
-13 they were read from the prefix-match lines, which the server's first request has not (its
-seconds were counted all the same).
+a step (its runs' seconds over their steps), against the file's first variant. The prompt
+tokens are llama.cpp's own count for each request; through round 13 they were read from the
+prefix-match lines, which the server's first request has not (its seconds were counted all
+the same).
 """
 
 from __future__ import annotations

@@ -18,8 +18,11 @@ What counts as seen, so that a right answer is not nudged:
   (1-10, 12, 24, 60, 100, 1000), never two constants: a total of two looked-up figures, a
   percentage, a date a week on; and as one step too, a change between two seen as a share
   (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
-  what code prints is seen. Past MAX_OPERANDS numbers seen, only steps with a constant
-  count, or pairs of so many numbers would cover nearly any figure by chance;
+  what code prints is seen, but not a number or a date the cell wrote itself:
+  `print(1258626907159)` after a nudge is the model's own figure again (the 1.5B model,
+  asked for the 50th Fibonacci number, in round 14). Past MAX_OPERANDS numbers seen, only
+  steps with a constant count, or pairs of so many numbers would cover nearly any figure by
+  chance;
 - a time of day's hours and minutes, and a date's month and day, and one step adding to or
   taking from them (21 in Tokyo when it is 12:33 in London, 35 minutes from 14:15 to
   14:50), but not one that scales them: 720 minutes from 12:33 is the small model's
@@ -148,9 +151,14 @@ def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[f
     values: list[float] = []
     days: list[int] = []
     clock: list[float] = []
-    for data in _seen_data(state, final):
-        for mention in in_data(_unclocked(data, days, clock)):
-            values.extend(mention.values)
+    for data, code in _seen_data(state, final):
+        written_days: list[int] = []
+        written = {v for m in in_data(_unclocked(code, written_days, [])) for v in m.values}
+        found: list[int] = []
+        for mention in in_data(_unclocked(data, found, clock)):
+            if not written.intersection(mention.values):
+                values.extend(mention.values)
+        days.extend(d for d in found if d not in written_days)
     return values, days, clock
 
 
@@ -177,23 +185,44 @@ def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:
     return data
 
 
-def _seen_data(state: RunState, final: str) -> Iterator[Any]:
+def _seen_data(state: RunState, final: str) -> Iterator[tuple[Any, str]]:
+    """What the run saw, each with the code of the cell that printed it ('' for the rest)."""
+    cells: list[str] = []
     for message in state.messages:
-        if message.role == "user":
+        if message.role == "assistant":
+            cells = _cells(message.content)
+        elif message.role == "user":
             if not _a_nudge(message.content):
-                yield message.content
+                yield message.content, ""
         elif message.role == "observation":
+            code = cells.pop(0) if cells else ""  # a step's observations follow its calls' order
             try:
                 body = json.loads(message.content)
             except ValueError:
-                yield message.content
+                yield message.content, ""
                 continue
             if not isinstance(body, dict) or body.get("tool_name") == final:
                 continue
             response = body.get("response")
-            if body.get("tool_name") == CODE_TOOL and isinstance(response, dict):
+            if body.get("tool_name") != CODE_TOOL:
+                code = ""
+            elif isinstance(response, dict):
                 response = [response.get(k) for k in _CODE_OUTPUT]  # what it printed
-            yield response
+            yield response, code
+
+
+def _cells(reply: str) -> list[str]:
+    """The code of each call of a step as the history keeps it ('' for a call of another
+    tool): one call's envelope, or several under `calls`."""
+    try:
+        step = json.loads(reply)
+    except ValueError:
+        return []
+    calls = step.get("calls") if isinstance(step, dict) else None
+    calls = calls if isinstance(calls, list) else [step]
+    code = [c.get("args_list", {}).get("code") if isinstance(c, dict) and c.get("tool_name")
+            == CODE_TOOL and isinstance(c.get("args_list"), dict) else "" for c in calls]
+    return [c if isinstance(c, str) else "" for c in code]
 
 
 def _a_nudge(text: Any) -> bool:

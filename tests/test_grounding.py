@@ -13,12 +13,13 @@ FINAL = "TaskCompleteTool"
 TOOLS = ["CodeInterpreterTool", "TaskCompleteTool"]
 
 
-def state(question: str, *observations: tuple[str, object]) -> RunState:
-    """A run that asked `question` and saw these (tool, response) observations."""
+def state(question: str, *observations: tuple) -> RunState:
+    """A run that asked `question` and saw these (tool, response[, args]) observations."""
     messages = [Message(role="system", content="You may call at most 50 tools."),
                 Message(role="user", content=question)]
-    for name, response in observations:
-        messages += [Message(role="assistant", content=json.dumps({"tool_name": name})),
+    for name, response, *args in observations:
+        call = {"tool_name": name, "args_list": args[0] if args else {}}
+        messages += [Message(role="assistant", content=json.dumps(call)),
                      Message(role="observation",
                              content=json.dumps({"tool_name": name, "response": response}))]
     return RunState(run_id="r", session_id="s", question=question, messages=messages,
@@ -128,6 +129,44 @@ def test_a_number_a_code_cell_printed_counts_and_its_source_code_does_not():
     s = state("What is 17 to the 5th?", ("CodeInterpreterTool",
                                          {"ran": "x = 1419857", "stdout": "", "exit_code": 0}))
     assert unseen(s, "It is 1419857.") == ["1419857"]
+
+
+def test_a_number_or_date_a_cell_wrote_itself_and_printed_is_not_seen():
+    """Asked for the 50th Fibonacci number, the 1.5B model was nudged for 1258626907159,
+    then had code print that literal and gave it again (round 14)."""
+    question = "What is the 50th Fibonacci number?"
+    echoed = ("CodeInterpreterTool", {"stdout": "1258626907159\n", "exit_code": 0},
+              {"code": "print(1258626907159)"})
+    assert unseen(state(question, echoed), "It is 1258626907159.") == ["1258626907159"]
+    computed = ("CodeInterpreterTool", {"stdout": "12586269025\n", "exit_code": 0},
+                {"code": "a, b = 0, 1\nfor _ in range(50):\n    a, b = b, a + b\nprint(a)"})
+    assert unseen(state(question, computed), "It is 12,586,269,025.") == []
+    assert unseen(state(question, ("lookup", {"fib_50": 1258626907159}), echoed),
+                  "It is 1258626907159.") == []  # seen where it came from, all the same
+    dated = ("CodeInterpreterTool", {"stdout": "2027-01-17\n"}, {"code": "print('2027-01-17')"})
+    s = state("The date in 100 days?", ("GetTimeTools", {"now": "2026-11-27"}), dated)
+    assert unseen(s, "2027-01-17") == ["2027-01-17"]
+
+
+def test_a_run_whose_cell_only_prints_the_nudged_number_is_nudged_again():
+    answer = step(FINAL, {"output": "It is 1258626907159."})
+    model = ScriptedModel([answer, step("CodeInterpreterTool", {"code": "print(1258626907159)"}),
+                           answer, answer])
+    result = Agent(model=model, config=AgentConfig(check_answers=True)).run(
+        "What is the 50th Fibonacci number?")
+    assert result.status == "completed" and result.answer == "It is 1258626907159."
+    assert result.stats.answer_nudges == 2 and len(result.steps) == 4  # then confirmed
+
+
+def test_each_cell_of_a_step_of_several_calls_is_read_with_its_own_code():
+    cells = [{"tool_name": "CodeInterpreterTool", "args_list": {"code": "print(48213)"}},
+             {"tool_name": "CodeInterpreterTool", "args_list": {"code": "print(31250 + 18750)"}}]
+    s = state("What do orders A and B total?")
+    s.messages.append(Message(role="assistant", content=json.dumps({"thought": "", "calls": cells})))
+    for out in ("48213", "50000"):
+        s.messages.append(Message(role="observation", content=json.dumps(
+            {"tool_name": "CodeInterpreterTool", "response": {"stdout": out + "\n"}})))
+    assert unseen(s, "They total 50,000, or 48,213.") == ["48,213"]
 
 
 def test_the_persons_answer_counts():

@@ -45,6 +45,7 @@ tool's own observations (the nudges).
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 from bisect import bisect_left
@@ -152,14 +153,53 @@ def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[f
     days: list[int] = []
     clock: list[float] = []
     for data, code in _seen_data(state, final):
-        written_days: list[int] = []
-        written = {v for m in in_data(_unclocked(code, written_days, [])) for v in m.values}
+        written, written_days = _written(code)
         found: list[int] = []
         for mention in in_data(_unclocked(data, found, clock)):
             if not written.intersection(mention.values):
                 values.extend(mention.values)
         days.extend(d for d in found if d not in written_days)
     return values, days, clock
+
+
+def _written(code: str) -> tuple[set[float], set[int]]:
+    """The numbers and the days a cell's code writes out itself: its constants and the dates
+    in its strings, and a `date(2027, 1, 17)` of constants. Not its comments, nor what it
+    compares or asserts a result against (a check the model was told to make). A time of
+    day it prints is not told apart: its parts are too small to single out."""
+    days: list[int] = []
+    if not code:
+        return set(), set()
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):  # it printed nothing, most likely
+        return {v for m in in_data(_unclocked(code, days, [])) for v in m.values}, set(days)
+    checks = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.Compare, ast.Assert))
+              for n in ast.walk(node)}
+    values: set[float] = set()
+    for node in ast.walk(tree):
+        if id(node) in checks:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            values.update(v for m in in_text(_unclocked(node.value, days, [])) for v in m.values)
+        elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            try:
+                values.update(v for m in in_data(node.value) for v in m.values)
+            except OverflowError:  # an int past a float's range: no answer writes it
+                pass
+        elif isinstance(node, ast.Call) and _callee(node) in ("date", "datetime"):
+            parts = [a.value for a in node.args[:3] if isinstance(a, ast.Constant)]
+            if len(parts) == 3 and all(type(x) is int for x in parts):
+                try:
+                    days.append(date(*parts).toordinal())
+                except ValueError:
+                    pass
+    return values, set(days)
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:

@@ -9,7 +9,8 @@ scripted replies:
 - in-process: a recording model that declares what `LocalModel` declares; its messages are
   rendered as `LocalModel.complete` renders them (the GGUF's chat template, then its tokenizer);
 - server: the real `OpenAIModel` (with the variant's keywords) against a stub that answers as
-  llama-cpp-python's server does (it refuses `json_schema`, sends no usage in a stream); each
+  llama-cpp-python's server does (its /v1/models, which server detection reads; it refuses
+  `json_schema`, sends no usage in a stream); each
   request body it records is read by the server's own request model and rendered by the chat
   handler the server builds from the same GGUF (Jinja2ChatFormatter, then `llama.tokenize`).
 
@@ -95,7 +96,21 @@ def llama_server_stub(replies: list[str]):
             return (200, Chunks(streamed([text])[:-1]))  # no usage chunk: it ignores include_usage
         return (200, completion(text))
 
-    return OpenAIStub([answer] * 100), real
+    stub = OpenAIStub([answer] * 100)
+
+    def models(handler) -> None:
+        """/v1/models as the server lists its one model, so that server detection finds
+        llama-cpp-python here as it does against the real one (`servers.py`)."""
+        data = json.dumps({"object": "list", "data": [
+            {"id": "local", "object": "model", "owned_by": "me", "permissions": []}]}).encode()
+        handler.send_response(200 if handler.path.endswith("/v1/models") else 404)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    stub.server.RequestHandlerClass.do_GET = models
+    return stub, real
 
 
 def run(task_id: str, model, config: dict) -> None:

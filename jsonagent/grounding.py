@@ -198,8 +198,9 @@ def _written(code: str) -> tuple[set[float], set[int]]:
 
 
 def _callee(call: ast.Call) -> str | None:
-    func = call.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
 def _unclocked(data: Any, days: list[int], clock: list[float]) -> Any:
@@ -259,10 +260,16 @@ def _cells(reply: str) -> list[str]:
     except ValueError:
         return []
     calls = step.get("calls") if isinstance(step, dict) else None
-    calls = calls if isinstance(calls, list) else [step]
-    code = [c.get("args_list", {}).get("code") if isinstance(c, dict) and c.get("tool_name")
-            == CODE_TOOL and isinstance(c.get("args_list"), dict) else "" for c in calls]
-    return [c if isinstance(c, str) else "" for c in code]
+    return [_code_of(call) for call in (calls if isinstance(calls, list) else [step])]
+
+
+def _code_of(call: Any) -> str:
+    """A call's code when it is a cell, else ''."""
+    if not isinstance(call, dict) or call.get("tool_name") != CODE_TOOL:
+        return ""
+    args = call.get("args_list")
+    code = args.get("code") if isinstance(args, dict) else None
+    return code if isinstance(code, str) else ""
 
 
 def _a_nudge(text: Any) -> bool:

@@ -147,7 +147,8 @@ def test_a_number_or_date_a_cell_wrote_itself_and_printed_is_not_seen():
     for computed in (cell(loop + "print(a)", "12586269025"),
                      # what a cell checks its result against, or says in a comment, it computed
                      cell(loop + "print(a, a == 12586269025)", "12586269025 True"),
-                     cell(loop + "assert a == 12586269025\nprint(a)  # 12586269025", "12586269025")):
+                     cell(loop + "assert a == 12586269025\nprint(a)  # 12586269025",
+                          "12586269025")):
         assert unseen(state(question, computed), "It is 12,586,269,025.") == []
     today = ("GetTimeTools", {"now": "2026-11-27"})
     for code in ("print('2027-01-17')", "from datetime import date\nprint(date(2027, 1, 17))"):

@@ -27,8 +27,9 @@ SLOW_COMMAND = '''
 import os, subprocess, sys, time
 until, marks, release = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 child = subprocess.Popen(["sleep", "120"])  # a grandchild: the whole group must go
-with open(marks, "w") as f:
+with open(marks + ".part", "w") as f:  # renamed whole: a reader never sees it half written
     f.write(f"{os.getpid()} {child.pid}")
+os.rename(marks + ".part", marks)
 while time.time() < until and not os.path.exists(release):
     time.sleep(0.02)
 child.kill()

@@ -27,7 +27,6 @@ from tasks import TASKS, Clock  # noqa: E402
 from tasks.embedding import answer_text  # noqa: E402
 
 BY_ID = {t.id: t for t in TASKS}
-NUDGE = "which no tool result or answer shows"
 CLOCKS = [Clock(t, t) for t in (datetime(1970, 1, 1, tzinfo=timezone.utc),
                                  datetime.now(timezone.utc))]
 
@@ -35,7 +34,7 @@ CLOCKS = [Clock(t, t) for t in (datetime(1970, 1, 1, tzinfo=timezone.utc),
 def nudges(trace: list[dict]) -> list[int]:
     """Indexes of the steps the check nudged."""
     return [i for i, s in enumerate(trace) if s.get("tool") == "TaskCompleteTool"
-            and NUDGE in json.dumps(s.get("observation", ""))]
+            and isinstance(s.get("observation"), dict) and "unconfirmed" in s["observation"]]
 
 
 def judge(task, answer) -> bool | None:

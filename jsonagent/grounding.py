@@ -20,7 +20,8 @@ What counts as seen, so that a right answer is not nudged:
   (8.1% from 48,213 to 52,100) and one's share of their total. More steps take code, and
   what code prints is seen, but not a number or a date the cell wrote itself:
   `print(1258626907159)` after a nudge is the model's own figure again (the 1.5B model,
-  asked for the 50th Fibonacci number, in round 14). Past MAX_OPERANDS (seen.py) numbers seen, only
+  asked for the 50th Fibonacci number, in round 14), and the nudge then says that printing
+  a number does not compute it. Past MAX_OPERANDS (seen.py) numbers seen, only
   steps with a constant count, or pairs of so many numbers would cover nearly any figure by
   chance;
 - a time of day's hours and minutes, and a date's month and day, and one step adding to or
@@ -49,7 +50,7 @@ import ast
 import functools
 import json
 from datetime import date
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from . import dates
 from .dates import DateMention
@@ -78,27 +79,29 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
     confirmed = {v for text in told for m in in_text(text) for v in m.values}
     confirmed_days = {d for text in told for m in dates.in_text(text) for d in m.days}
     numbers, days = answer_mentions(record.args)
-    seen: Seen | None = None
-    unseen: dict[str, Any] = {}
+    found: Sources | None = None
+    unseen: dict[str, Mention | DateMention] = {}
     for mention in numbers:
         if _small(mention) or confirmed.intersection(mention.values) or mention.text in unseen:
             continue
-        seen = seen or Seen(*sources(state, final))
-        if not seen.shows(mention):
+        found = found or sources(state, final)
+        if not found.seen.shows(mention):
             unseen[mention.text] = mention
     for day in days:
         if confirmed_days.intersection(day.days) or day.text in unseen:
             continue
-        seen = seen or Seen(*sources(state, final))
-        if not seen.shows_day(day):
+        found = found or sources(state, final)
+        if not found.seen.shows_day(day):
             unseen[day.text] = day
-    if not unseen:
+    if found is None or not unseen:
         return None
     names = list(unseen)
     shown = names[:SHOWN]
     shown = (", ".join(shown[:-1]) + " and " if len(shown) > 1 else "") + shown[-1] + \
         (" (and more)" if len(names) > SHOWN else "")
     key = "answer_unseen" if CODE_TOOL in tools else "answer_unseen_no_code"
+    if all(found.echoed(m) for m in unseen.values()):
+        key = "answer_echoed"  # "compute it" again would be answered with the echo again
     text = note(key, numbers=shown, it="it" if len(names) == 1 else "them", final=final,
                 code=CODE_TOOL)
     return {"error": text, "unconfirmed": names}
@@ -136,21 +139,38 @@ def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMenti
     return numbers, found
 
 
-def sources(state: RunState, final: str) -> tuple[list[float], list[int], list[float]]:
-    """The numbers, the days and the clock readings (a time of day's hours, minutes and
-    seconds) the run saw, from its history: the user's messages (the questions of this run
-    and the session's earlier ones) and every observation but the final tool's."""
+class Sources(NamedTuple):
+    seen: Seen
+    echoed_values: set[float]
+    """What a code cell printed only as its code wrote it (see _written)."""
+    echoed_days: set[int]
+
+    def echoed(self, mention: Mention | DateMention) -> bool:
+        if isinstance(mention, DateMention):
+            return bool(self.echoed_days.intersection(mention.days))
+        return bool(self.echoed_values.intersection(mention.values))
+
+
+def sources(state: RunState, final: str) -> Sources:
+    """What the run saw, from its history: the numbers, the days and the clock readings (a
+    time of day's hours, minutes and seconds) of the user's messages (the questions of this
+    run and the session's earlier ones) and of every observation but the final tool's."""
     values: list[float] = []
     days: list[int] = []
     clock: list[float] = []
+    echoed_values: set[float] = set()
+    echoed_days: set[int] = set()
     for data, code in _seen_data(state, final):
         written, written_days = _written(code)
         found: list[int] = []
         for mention in in_data(_unclocked(data, found, clock)):
-            if not written.intersection(mention.values):
+            if written.intersection(mention.values):
+                echoed_values.update(mention.values)
+            else:
                 values.extend(mention.values)
         days.extend(d for d in found if d not in written_days)
-    return values, days, clock
+        echoed_days.update(d for d in found if d in written_days)
+    return Sources(Seen(values, days, clock), echoed_values, echoed_days)
 
 
 def _written(code: str) -> tuple[set[float], set[int]]:
@@ -274,7 +294,7 @@ def _a_nudge(text: Any) -> bool:
 def _nudge_parts() -> list[tuple[str, str]]:
     """Each nudge's words before its numbers, and after them up to its next field."""
     parts = []
-    for key in ("answer_unseen", "answer_unseen_no_code"):
+    for key in ("answer_unseen", "answer_unseen_no_code", "answer_echoed"):
         head, rest = template_of(key).split("{numbers}", 1)
         parts.append((head, rest.split("{", 1)[0]))
     return parts

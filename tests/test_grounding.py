@@ -167,6 +167,23 @@ def test_a_run_whose_cell_only_prints_the_nudged_number_is_nudged_again():
         "What is the 50th Fibonacci number?")
     assert result.status == "completed" and result.answer == "It is 1258626907159."
     assert result.stats.answer_nudges == 2 and len(result.steps) == 4  # then confirmed
+    first, second = (result.steps[i].observation["error"] for i in (0, 2))
+    assert "no tool result or answer shows" in first  # nothing was printed yet
+    assert "printed only because you wrote it into its code" in second  # not "compute it" again
+
+
+def test_the_nudge_says_a_number_was_only_echoed_when_each_unseen_one_was():
+    question = "What is the 50th Fibonacci number, and the 60th?"
+    echoed = cell("print(1258626907159)", "1258626907159")
+    words = "printed only because you wrote"
+    found = check(state(question, echoed), {"output": "It is 1258626907159."})
+    assert words in found["error"] and found["unconfirmed"] == ["1258626907159"]
+    found = check(state(question, echoed), {"output": "1258626907159 and 1548008755920"})
+    assert words not in found["error"]  # one of them was never printed at all
+    assert found["unconfirmed"] == ["1258626907159", "1548008755920"]
+    day = check(state("The date in 100 days?", ("GetTimeTools", {"now": "2026-11-27"}),
+                      cell("print('2027-01-17')", "2027-01-17")), {"output": "2027-01-17"})
+    assert "printed only because you wrote it" in day["error"]
 
 
 def test_each_cell_of_a_step_of_several_calls_is_read_with_its_own_code():
@@ -341,3 +358,7 @@ def test_a_nudge_of_an_earlier_run_of_the_session_is_no_source():
     assert unseen(s, "It is 48,213.") == ["48,213"]
     s.messages.insert(2, Message(role="user", content="I think it is 48,213."))
     assert unseen(s, "It is 48,213.") == []  # what the person said is seen
+    echoed = check(state("Total?", cell("print(48213)", "48213")), {"output": "48,213"})
+    s = state("And the total again?", ("get_order", {"amount": 31250}))
+    s.messages.insert(2, Message(role="user", content=echoed["error"]))
+    assert "printed only" in echoed["error"] and unseen(s, "It is 48,213.") == ["48,213"]

@@ -140,9 +140,9 @@ def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMenti
 
 
 class Sources(NamedTuple):
+    """What the run saw, and what a code cell printed only as its code wrote it."""
     seen: Seen
-    echoed_values: set[float]
-    """What a code cell printed only as its code wrote it (see _written)."""
+    echoed_values: set[float]  # see _written
     echoed_days: set[int]
 
     def echoed(self, mention: Mention | DateMention) -> bool:

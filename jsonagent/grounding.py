@@ -39,6 +39,10 @@ What counts as seen, so that a right answer is not nudged:
 - after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
   compute, not a judge.
 
+A nudge after a code cell ran also repeats what the last cell printed: it is right above,
+yet through a server the 1.5B model had code print 2027-03-07 and then gave, twice, the
+2027-01-17 the nudge named (round 16).
+
 What is not a source: the system prompt and tool descriptions, the model's own replies and
 arguments (code it wrote included: only what the code printed counts), and the final
 tool's own observations (the nudges).
@@ -65,6 +69,8 @@ SMALL = 10
 MAX_NUDGES = 2
 SHOWN = 3
 """Numbers a nudge names; the rest are left out of its words (all are recorded)."""
+PRINTED = 160
+"""Characters of a code cell's output a nudge repeats."""
 _CODE_OUTPUT = ("stdout", "stderr")
 
 
@@ -100,11 +106,31 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
     shown = (", ".join(shown[:-1]) + " and " if len(shown) > 1 else "") + shown[-1] + \
         (" (and more)" if len(names) > SHOWN else "")
     key = "answer_unseen" if CODE_TOOL in tools else "answer_unseen_no_code"
+    printed = _last_printed(state, record)
     if all(found.echoed(m) for m in unseen.values()):
-        key = "answer_echoed"  # "compute it" again would be answered with the echo again
+        key, printed = "answer_echoed", None  # "compute it" again is answered with the echo
     text = note(key, numbers=shown, it="it" if len(names) == 1 else "them", final=final,
                 code=CODE_TOOL)
+    if printed:  # right above, yet the 1.5B model took its figure from the nudge's words
+        text += " " + note("answer_printed", printed=printed)
     return {"error": text, "unconfirmed": names}
+
+
+def _last_printed(state: RunState, record: StepRecord) -> str | None:
+    """What the run's last code cell before `record` printed, when that cell ran and printed
+    a number or a date (its last PRINTED characters)."""
+    for step in reversed(state.steps):
+        for call in reversed(step.calls if step is not record else []):
+            if call.tool != CODE_TOOL:
+                continue
+            obs = call.observation if isinstance(call.observation, dict) else {}
+            out = obs.get("stdout")
+            if obs.get("exit_code") != 0 or not isinstance(out, str) or not out.strip():
+                return None
+            out = " ".join(out.split())
+            out = out if len(out) <= PRINTED else "..." + out[-PRINTED:]
+            return out if in_text(out) or dates.in_text(out) else None
+    return None
 
 
 def _just_told(state: RunState, record: StepRecord, final: str) -> list[str]:

@@ -170,6 +170,27 @@ def test_a_run_whose_cell_only_prints_the_nudged_number_is_nudged_again():
     first, second = (result.steps[i].observation["error"] for i in (0, 2))
     assert "no tool result or answer shows" in first  # nothing was printed yet
     assert "printed only because you wrote it into its code" in second  # not "compute it" again
+    assert "last code cell printed" not in second
+
+
+def test_a_nudge_after_a_code_cell_repeats_what_the_cell_printed():
+    """Through a server the 1.5B model had code print 2027-03-07, then gave 2027-01-17 (the
+    date the nudge named) twice more (round 16)."""
+    def nudged_after(code: str) -> str:
+        answer = step(FINAL, {"output": "It is 2027-01-17."})
+        model = ScriptedModel([step("CodeInterpreterTool", {"code": code}), answer, answer])
+        result = Agent(model=model, config=AgentConfig(check_answers=True)).run(
+            "Which date is 100 days after 2026-11-27?")
+        return result.steps[1].observation["error"]
+
+    hundred = "from datetime import date, timedelta\nd = date(2026, 11, 27) + timedelta(days=100)\n"
+    said = nudged_after(hundred + "print('The date is', d)")
+    assert said.endswith("Your last code cell printed: The date is 2027-03-07")
+    long = nudged_after(hundred + "print('x' * 400, d)")
+    assert long.endswith("printed: ..." + "x" * 149 + " 2027-03-07")
+    for code in (hundred + "print(d.strftime('%A'))",  # no number or date: nothing to repeat
+                 hundred + "print(d)\nraise ValueError('no')"):  # the cell failed
+        assert "last code cell" not in nudged_after(code)
 
 
 def test_the_nudge_says_a_number_was_only_echoed_when_each_unseen_one_was():

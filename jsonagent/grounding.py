@@ -30,8 +30,8 @@ What counts as seen, so that a right answer is not nudged:
   mistake for "minutes to midnight", and a duration from a clock takes code;
 - a date (dates.py) is checked as a date, not as its parts: it is seen when it is a day
   seen, or a number of days, months or years seen away from one (a contract's end 30 days
-  after its start), or a few days (up to a week) or months (up to a year) away; a date 100
-  days from today is not seen unless 100 was;
+  after its start), or up to a week, or a month or a year, away; a date 100 days from
+  today is not seen unless 100 was, nor 2027-01-28 on 2026-11-28;
 - a number named in the nudge of the step just before: the model confirmed it by calling the
   final tool again at once. After other calls in between, the answer is checked afresh,
   against what those showed too: the 1.5B model had code print 2027-03-07, then gave its

@@ -358,6 +358,11 @@ def test_dates_are_checked_as_dates_not_as_their_parts():
     assert unseen(s, "It is 2027-01-17.") == ["2027-01-17"]  # its parts, 2027 and 17, are
     assert unseen(state("The date in 100 days?", today), "March 7, 2027") == []  # one step
     assert unseen(state("And tomorrow?", today), "28.11.2026, a Saturday") == []
+    on_28th = ("GetTimeTools", {"now": "2026-11-28", "weekday": "Saturday"})
+    assert unseen(state("The date in 100 days?", on_28th), "2027-01-28") == ["2027-01-28"]
+    for later in ("2026-12-28", "2027-11-28"):  # a month on, a year on
+        assert unseen(state("When is it due?", on_28th), later) == []
+    assert unseen(state("And in 3 months?", on_28th), "2027-02-28") == []
     printed = ("CodeInterpreterTool", {"stdout": "2027-03-07\n", "exit_code": 0})
     assert unseen(state("100 days on?", today, printed), "On 7 March 2027") == []
     contract = ("contract", {"signed": "2027-01-31", "term_months": 13})

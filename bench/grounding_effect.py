@@ -2,8 +2,8 @@
 
     python bench/grounding_effect.py bench/results/qwen2.5-coder-1.5b-instruct-q4/round7-*/results.jsonl
 
-A nudge is a TaskCompleteTool step whose observation is the check's note. For each nudged
-run it applies the task's own checker to the answer that was nudged:
+A nudge is a TaskCompleteTool step whose observation is the check's (with `unconfirmed`).
+For each nudged run it applies the task's own checker to the answer that was nudged:
 - a false nudge: that answer was right (the check held back a right answer);
 - a catch: it was wrong; a catch turned into a success when the run then passed.
 

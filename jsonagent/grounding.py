@@ -30,8 +30,8 @@ What counts as seen, so that a right answer is not nudged:
   mistake for "minutes to midnight", and a duration from a clock takes code;
 - a date (dates.py) is checked as a date, not as its parts: it is seen when it is a day
   seen, or a number of days, months or years seen away from one (a contract's end 30 days
-  after its start), or up to a week, or a month or a year, away; a date 100 days from
-  today is not seen unless 100 was, nor 2027-01-28 on 2026-11-28;
+  after its start), or up to a week, or a month, a quarter, half a year or a year, away; a
+  date 100 days from today is not seen unless 100 was, nor 2027-01-28 on 2026-11-28;
 - a number named in the nudge of the step just before: the model confirmed it by calling the
   final tool again at once. After other calls in between, the answer is checked afresh,
   against what those showed too: the 1.5B model had code print 2027-03-07, then gave its
@@ -39,9 +39,10 @@ What counts as seen, so that a right answer is not nudged:
 - after MAX_NUDGES nudges in a run, whatever the answer says: the check is a prompt to
   compute, not a judge.
 
-A nudge after a code cell ran also repeats what the last cell printed: it is right above,
-yet through a server the 1.5B model had code print 2027-03-07 and then gave, twice, the
-2027-01-17 the nudge named (round 16).
+A nudge after a code cell ran and printed a number or a date also repeats what that last
+cell printed (its last PRINTED characters), unless a number held back was an echo of the
+cell's own: the output is right above, yet through a server the 1.5B model had code print
+2027-03-07 and then gave, twice, the 2027-01-17 the nudge named (round 16).
 
 What is not a source: the system prompt and tool descriptions, the model's own replies and
 arguments (code it wrote included: only what the code printed counts), and the final
@@ -99,19 +100,22 @@ def nudge(state: RunState, record: StepRecord, final: str, tools: Iterable[str])
         found = found or sources(state, final)
         if not found.seen.shows_day(day):
             unseen[day.text] = day
-    if found is None or not unseen:
+    if not unseen:
         return None
     names = list(unseen)
     shown = names[:SHOWN]
     shown = (", ".join(shown[:-1]) + " and " if len(shown) > 1 else "") + shown[-1] + \
         (" (and more)" if len(names) > SHOWN else "")
     key = "answer_unseen" if CODE_TOOL in tools else "answer_unseen_no_code"
-    printed = _last_printed(state, record)
-    if all(found.echoed(m) for m in unseen.values()):
-        key, printed = "answer_echoed", None  # "compute it" again is answered with the echo
+    echoed = [m for m in unseen.values() if found.echoed(m)]
+    if CODE_TOOL in tools and len(echoed) == len(unseen):
+        key = "answer_echoed"  # "compute it" again is answered with the echo again
     text = note(key, numbers=shown, it="it" if len(names) == 1 else "them", final=final,
                 code=CODE_TOOL)
-    if printed:  # right above, yet the 1.5B model took its figure from the nudge's words
+    # The last cell's output is right above, yet the 1.5B model took its figure from the
+    # nudge's words; an echo's output is the figure being held back.
+    printed = None if echoed else _last_printed(state, record)
+    if printed:
         text += " " + note("answer_printed", printed=printed)
     return {"error": text, "unconfirmed": names}
 
@@ -128,7 +132,8 @@ def _last_printed(state: RunState, record: StepRecord) -> str | None:
             if obs.get("exit_code") != 0 or not isinstance(out, str) or not out.strip():
                 return None
             out = " ".join(out.split())
-            out = out if len(out) <= PRINTED else "..." + out[-PRINTED:]
+            if len(out) > PRINTED:  # from a whole word: a cut number is a figure never printed
+                out = "..." + out[-PRINTED:].split(" ", 1)[-1]
             return out if in_text(out) or dates.in_text(out) else None
     return None
 
@@ -168,7 +173,7 @@ def answer_mentions(args: dict[str, Any]) -> tuple[list[Mention], list[DateMenti
 class Sources(NamedTuple):
     """What the run saw, and what a code cell printed only as its code wrote it."""
     seen: Seen
-    echoed_values: set[float]  # see _written
+    echoed_values: set[float]  # printed by a cell only as its code wrote them (_written)
     echoed_days: set[int]
 
     def echoed(self, mention: Mention | DateMention) -> bool:

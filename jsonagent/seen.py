@@ -14,9 +14,9 @@ CONSTANTS = (*range(1, 11), 12, 24, 60, 100, 1000)
 """The other operand of a one-step derivation that needs no second number seen."""
 DAY_STEPS = 7
 """Days from a day seen that need no number seen: tomorrow, a week on."""
-FREE_MONTHS = (1, 12)
-"""Months likewise: a month on, a year on. Not two: from 2026-11-28 the 1.5B model answered
-"100 days from today" with 2027-01-28 (round 17)."""
+FREE_MONTHS = (1, 3, 6, 12)
+"""Months likewise: a month, a quarter, half a year, a year on. Not any: on 2026-11-28 the
+1.5B model answered "100 days from today" with 2027-01-28 (round 17)."""
 MAX_DAYS = 100_000
 """The largest number seen that is taken as a count of days from a day seen."""
 MAX_OPERANDS = 200
@@ -29,7 +29,8 @@ class Seen:
     Tokyo when it is 12:33 in London), but they are not scaled: 12:33 is no 12 to make
     720 minutes of, or 30 to make 240 of; a duration from a time of day takes code.
     And the days seen, with what one step makes of one: a number of days, months or years
-    seen (or a few: tomorrow, a week on, a month on, a year on) before or after it."""
+    seen (or a few: tomorrow, a week on, a month, a quarter, half a year or a year on)
+    before or after it."""
 
     def __init__(self, values: Iterable[float], days: Iterable[int] = (),
                  clock: Iterable[float] = ()):

@@ -186,11 +186,20 @@ def test_a_nudge_after_a_code_cell_repeats_what_the_cell_printed():
     hundred = "from datetime import date, timedelta\nd = date(2026, 11, 27) + timedelta(days=100)\n"
     said = nudged_after(hundred + "print('The date is', d)")
     assert said.endswith("Your last code cell printed: The date is 2027-03-07")
-    long = nudged_after(hundred + "print('x' * 400, d)")
-    assert long.endswith("printed: ..." + "x" * 149 + " 2027-03-07")
+    long = nudged_after(hundred + "print(*range(10**12, 10**12 + 20), d)")
+    assert long.endswith(" 1000000000019 2027-03-07")  # from a whole number on: a cut one
+    assert long.split("printed: ...")[1].startswith("1000000000")  # was never printed
     for code in (hundred + "print(d.strftime('%A'))",  # no number or date: nothing to repeat
                  hundred + "print(d)\nraise ValueError('no')"):  # the cell failed
         assert "last code cell" not in nudged_after(code)
+    # one figure held back is the cell's echo, another was never printed: the note is the
+    # usual one, and repeats no output (it would show the echoed figure it says nobody showed)
+    answer = step(FINAL, {"output": "1258626907159 and 1548008755920"})
+    model = ScriptedModel([step("CodeInterpreterTool", {"code": "print(1258626907159)"}),
+                           answer, answer])
+    said = Agent(model=model, config=AgentConfig(check_answers=True)).run(
+        "What are the 50th and 60th Fibonacci numbers?").steps[1].observation["error"]
+    assert "no tool result or answer shows" in said and "last code cell" not in said
 
 
 def test_the_nudge_says_a_number_was_only_echoed_when_each_unseen_one_was():
@@ -202,6 +211,11 @@ def test_the_nudge_says_a_number_was_only_echoed_when_each_unseen_one_was():
     found = check(state(question, echoed), {"output": "1258626907159 and 1548008755920"})
     assert words not in found["error"]  # one of them was never printed at all
     assert found["unconfirmed"] == ["1258626907159", "1548008755920"]
+    s = state(question, echoed)  # an echo of an earlier run that had code, in one that has none
+    record = StepRecord(index=1, thought="", calls=[CallRecord(tool=FINAL, args={
+        "output": "It is 1258626907159."})])
+    s.steps.append(record)
+    assert "Look it up or work it out" in nudge(s, record, FINAL, [FINAL])["error"]
     day = check(state("The date in 100 days?", ("GetTimeTools", {"now": "2026-11-27"}),
                       cell("print('2027-01-17')", "2027-01-17")), {"output": "2027-01-17"})
     assert "printed only because you wrote it" in day["error"]
@@ -360,8 +374,8 @@ def test_dates_are_checked_as_dates_not_as_their_parts():
     assert unseen(state("And tomorrow?", today), "28.11.2026, a Saturday") == []
     on_28th = ("GetTimeTools", {"now": "2026-11-28", "weekday": "Saturday"})
     assert unseen(state("The date in 100 days?", on_28th), "2027-01-28") == ["2027-01-28"]
-    for later in ("2026-12-28", "2027-11-28"):  # a month on, a year on
-        assert unseen(state("When is it due?", on_28th), later) == []
+    for later in ("2026-12-28", "2027-02-28", "2027-05-28", "2027-11-28"):  # a month, a
+        assert unseen(state("When is it due?", on_28th), later) == []  # quarter, ... on
     assert unseen(state("And in 3 months?", on_28th), "2027-02-28") == []
     printed = ("CodeInterpreterTool", {"stdout": "2027-03-07\n", "exit_code": 0})
     assert unseen(state("100 days on?", today, printed), "On 7 March 2027") == []
@@ -388,3 +402,9 @@ def test_a_nudge_of_an_earlier_run_of_the_session_is_no_source():
     s = state("And the total again?", ("get_order", {"amount": 31250}))
     s.messages.insert(2, Message(role="user", content=echoed["error"]))
     assert "printed only" in echoed["error"] and unseen(s, "It is 48,213.") == ["48,213"]
+    printed = "Your answer contains 48,213, which no tool result or answer shows. Compute " \
+        "it with CodeInterpreterTool, or call TaskCompleteTool again to confirm. Your last " \
+        "code cell printed: 48213"
+    s = state("And the total again?", ("get_order", {"amount": 31250}))
+    s.messages.insert(2, Message(role="user", content=printed))
+    assert unseen(s, "It is 48,213.") == ["48,213"]

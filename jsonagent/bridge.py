@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 if TYPE_CHECKING:
     import asyncio
@@ -19,11 +19,22 @@ def bridge(callback: Callable | None, loop: asyncio.AbstractEventLoop | None):
     return lambda *args: _wait(callback(*args), loop)
 
 
-def drain(events: Iterator[Event]) -> RunResult:
-    end = None
-    for end in events:
-        pass
-    return end.result
+def drain(events: Generator[Event, None, None]) -> RunResult:
+    """The result a run's events end on. A Ctrl-C that lands here, between two events, is
+    the run's to end it cleanly, as one that lands inside it: a chat whose turn was
+    interrupted goes on. When the run lets it through (it had ended), it goes on up."""
+    end = interrupt = None
+    while True:
+        try:
+            end = events.throw(interrupt) if interrupt else next(events)
+        except StopIteration:
+            return end.result
+        except KeyboardInterrupt as exc:
+            if interrupt is not None:
+                raise
+            interrupt = exc
+            continue
+        interrupt = None
 
 
 def _wait(value: Any, loop: asyncio.AbstractEventLoop | None) -> Any:

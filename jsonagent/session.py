@@ -236,8 +236,8 @@ class Session:
 
     def _records(self, events: Iterator[ev.Event], state: RunState) -> Iterator[ev.Event]:
         """Hand each event to the records, then to the caller. Ctrl-C that lands outside the
-        loop (in a record or in your `on_event`) is handed to the loop, which ends the run
-        cleanly. While the run goes on, `agent.cancel(run_id)` reaches it."""
+        loop (in a record, in your `on_event`, or between two events) is handed to the loop,
+        which ends the run cleanly. While the run goes on, `agent.cancel(run_id)` reaches it."""
         token = self._token
         self.deps.running[state.run_id] = token
         # another process (a server node) may ask the store to stop this run
@@ -261,6 +261,11 @@ class Session:
                 event = events.throw(interrupt) if interrupt else next(events)
             except StopIteration:
                 return
+            except KeyboardInterrupt as exc:  # landed here, between two events
+                if interrupt is not None:  # the loop let it through: the run had ended
+                    raise
+                interrupt = exc
+                continue
             interrupt = None
             try:
                 if isinstance(event, ev.Delta):  # live only: no record keeps it
@@ -268,12 +273,11 @@ class Session:
                         self.deps.on_event(event)
                 else:
                     self._hand_to_records(event, state)
-            except KeyboardInterrupt as exc:
+                yield event
+            except KeyboardInterrupt as exc:  # in a record, or the caller's (drain hands it on)
                 if isinstance(event, ev.RunEnd):
                     raise
                 interrupt = exc
-                continue
-            yield event
 
     def _hand_to_records(self, event: ev.Event, state: RunState) -> None:
         if not self._recording:

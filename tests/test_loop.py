@@ -153,6 +153,58 @@ def test_interrupted_by_ctrl_c():
     assert r.status == "interrupted"
 
 
+def test_ctrl_c_between_two_events_ends_the_run_interrupted():
+    """A Ctrl-C that lands in the code that hands events on (`drain`, the records' loop), not
+    inside the loop, still ends the run cleanly: a chat's turn, not the chat (a CI run)."""
+    from jsonagent.bridge import drain
+    from jsonagent.events import RunEnd
+
+    def handled(act):  # a Ctrl-C let through would end the test session, not fail a test
+        try:
+            return act()
+        except KeyboardInterrupt:
+            pytest.fail("the Ctrl-C went on up")
+
+    events = Agent(model=ScriptedModel([step("GetTimeTools"), DONE])).iter("x")
+    next(events)
+    end = handled(lambda: events.throw(KeyboardInterrupt()))  # where the caller waited
+    assert isinstance(end, RunEnd) and end.result.status == "interrupted"
+
+    class Landing:
+        """Events whose second `next` meets a Ctrl-C before the run resumes."""
+        def __init__(self):
+            self.run = Agent(model=ScriptedModel([step("GetTimeTools"), DONE])).iter("x")
+            self.calls = 0
+
+        def __next__(self):
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return next(self.run)
+
+        def throw(self, exc):
+            return self.run.throw(exc)
+
+    assert handled(lambda: drain(Landing())).status == "interrupted"
+    ended = Agent(model=ScriptedModel([DONE])).iter("x")
+    for _ in ended:
+        pass
+    with pytest.raises(KeyboardInterrupt):  # a run that had ended lets it go on up
+        drain(_Raising(ended))
+
+
+class _Raising:
+    """A run that has ended, whose caller then meets a Ctrl-C."""
+    def __init__(self, run):
+        self.run = run
+
+    def __next__(self):
+        raise KeyboardInterrupt
+
+    def throw(self, exc):
+        return self.run.throw(exc)
+
+
 def test_arun_cancel_stops_at_the_next_step():
     started = threading.Event()
 

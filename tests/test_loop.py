@@ -170,36 +170,27 @@ def test_ctrl_c_between_two_events_ends_the_run_interrupted():
     end = handled(lambda: events.throw(KeyboardInterrupt()))  # where the caller waited
     assert isinstance(end, RunEnd) and end.result.status == "interrupted"
 
-    class Landing:
-        """Events whose second `next` meets a Ctrl-C before the run resumes."""
-        def __init__(self):
-            self.run = Agent(model=ScriptedModel([step("GetTimeTools"), DONE])).iter("x")
-            self.calls = 0
-
-        def __next__(self):
-            self.calls += 1
-            if self.calls == 2:
-                raise KeyboardInterrupt
-            return next(self.run)
-
-        def throw(self, exc):
-            return self.run.throw(exc)
-
-    assert handled(lambda: drain(Landing())).status == "interrupted"
+    running = Agent(model=ScriptedModel([step("GetTimeTools"), DONE])).iter("x")
+    assert handled(lambda: drain(_Landing(running, at=2))).status == "interrupted"
     ended = Agent(model=ScriptedModel([DONE])).iter("x")
     for _ in ended:
         pass
     with pytest.raises(KeyboardInterrupt):  # a run that had ended lets it go on up
-        drain(_Raising(ended))
+        drain(_Landing(ended, at=1))
 
 
-class _Raising:
-    """A run that has ended, whose caller then meets a Ctrl-C."""
-    def __init__(self, run):
-        self.run = run
+class _Landing:
+    """A run's events, where the caller's `at`-th wait for the next one meets a Ctrl-C
+    before the run resumes."""
+
+    def __init__(self, run, at: int):
+        self.run, self.at, self.calls = run, at, 0
 
     def __next__(self):
-        raise KeyboardInterrupt
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return next(self.run)
 
     def throw(self, exc):
         return self.run.throw(exc)

@@ -12,7 +12,8 @@
         ├── ModelError            the model failed; `kind` names how (see MODEL_ERROR_KINDS)
         │   ├── RateLimited              429, with `retry_after` when the endpoint gives one
         │   ├── QuotaExceeded            429 for a spent quota or an unpaid bill: waiting won't do
-        │   ├── ModelUnavailable         5xx, or the connection refused or reset
+        │   ├── ModelUnavailable         5xx (a 503 with `retry_after` when it gives one), or
+    │   │                            the connection refused or reset
         │   ├── ModelTimeout             no answer in time
         │   ├── ContextWindowExceeded    the request is longer than the model's window
         │   ├── ContentFiltered          the provider's filter refused the request or reply
@@ -80,18 +81,17 @@ class ModelError(RunError):
 
     kind = "model_error"
 
-    def __init__(self, message: str, *, model: str | None = None, endpoint: str | None = None):
+    def __init__(self, message: str, *, model: str | None = None, endpoint: str | None = None,
+                 retry_after: float | None = None):
         super().__init__(message)
         self.model, self.endpoint = model, endpoint
+        self.retry_after = retry_after
+        """Seconds the endpoint asked us to wait (its Retry-After, on a 429 or a 503), when
+        it said."""
 
 
 class RateLimited(ModelError):
     kind = "rate_limited"
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **where: str | None):
-        super().__init__(message, **where)
-        self.retry_after = retry_after
-        """Seconds the endpoint asked us to wait (its Retry-After), when it said."""
 
 
 class QuotaExceeded(ModelError):
@@ -244,7 +244,8 @@ def model_error_for(status: int, message: str, *, retry_after: float | None = No
     if status >= 500:
         if any(w in words for w in _CONTEXT_WORDS):  # llama.cpp's server answers 500 to it
             return ContextWindowExceeded(message, **where)
-        return ModelUnavailable(message, **where)
+        # a 503's Retry-After says when the server expects to be back (RFC 9110, 10.2.3)
+        return ModelUnavailable(message, retry_after=retry_after, **where)
     if any(w in words for w in _CONTEXT_WORDS):
         return ContextWindowExceeded(message, **where)
     if any(w in words for w in _FILTER_WORDS):

@@ -62,6 +62,20 @@ def test_a_429_with_retry_after_2_is_answered_after_2_s_and_not_sooner():
     assert result.stats.retries == 1
 
 
+def test_a_503_with_retry_after_is_answered_after_it_capped_at_max_wait_s():
+    events: list = []
+    with OpenAIStub([(*error(503, "overloaded"), {"retry-after": "1"}),
+                     (*error(503, "overloaded"), {"retry-after": "3600"}), DONE]) as stub:
+        t0 = time.monotonic()
+        result = agent(stub.url, events=events,
+                       retry=RetryConfig(backoff_s=0.05, max_wait_s=1.5)).run("x")
+        elapsed = time.monotonic() - t0
+    assert result.status == "completed" and len(stub.requests) == 3
+    assert [(e.kind, e.wait_s) for e in of(events, ev.ModelRetry)] == [("unavailable", 1.0),
+                                                                       ("unavailable", 1.5)]
+    assert 2.5 <= elapsed < 20
+
+
 def test_503s_until_the_retries_are_spent_then_the_second_endpoint_answers():
     events: list = []
     with OpenAIStub([error(503, "overloaded")] * 3) as first, OpenAIStub([DONE]) as second:

@@ -11,8 +11,8 @@ nothing of fallback.
 
 What becomes of a failure:
 - rate limited, unavailable, timed out: the same model again after a backoff (exponential,
-  with jitter; the endpoint's Retry-After instead when it gives one; both capped), up to
-  `retries` times a request and `budget` times a run; then the next model;
+  with jitter; the endpoint's Retry-After instead when a 429 or 503 gives one; both capped),
+  up to `retries` times a request and `budget` times a run; then the next model;
 - context window: raised as it is once, so that the memory summarises and the request is
   sent again (request.py); the second time, the next model;
 - content filter, authentication, a spent quota: the next model at once (waiting won't help);
@@ -158,9 +158,8 @@ class FallbackModel:
         """The endpoint's Retry-After, else an exponential backoff with jitter (from half to
         all of it, so that many clients turned away together do not come back together);
         at most `max_wait_s` either way."""
-        asked = getattr(exc, "retry_after", None)
-        if asked is not None:
-            return min(asked, self.retry.max_wait_s)
+        if exc.retry_after is not None:
+            return min(exc.retry_after, self.retry.max_wait_s)
         backoff = self.retry.backoff_s * 2 ** (tries - 1)
         return min(backoff * random.uniform(0.5, 1.0), self.retry.max_wait_s)
 

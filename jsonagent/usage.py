@@ -38,6 +38,21 @@ class Usage(BaseModel):
         d["cached_tokens"] += other.cached_tokens
         d["counting"] = other.counting or self.counting
 
+    @classmethod
+    def reported(cls, prompt_tokens: object, completion_tokens: object,
+                 cached_tokens: object = 0) -> "Usage":
+        """The usage an endpoint reported, whose counts are anything its JSON held: a count
+        that is not a non-negative integer raises ValueError naming it, since a negative or
+        null one would keep a token limit from ever firing (limits.py)."""
+        counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "cached_tokens": cached_tokens}
+        for name, value in counts.items():
+            if type(value) is not int or value < 0:  # bool is an int to Python, not a count
+                shown = repr(value)
+                raise ValueError(f"{name} {shown[:40] + '...' if len(shown) > 40 else shown} "
+                                 "is not a count of tokens (a non-negative integer)")
+        return cls.model_construct(**counts)
+
     def empty(self) -> bool:
         """Nothing counted: no tokens, and so no cost either."""
         return self.cost is None and not (self.prompt_tokens or self.completion_tokens)

@@ -312,3 +312,30 @@ def test_after_a_takeover_the_cost_limit_counts_the_new_models_price():
     result, _, _ = run(UsageLimits(cost=0.3), [primary, cheaper])
     assert result.status == "completed", result.error  # not held to gpt-4o's price
     assert result.usage.cost == pytest.approx(6 * 0.021)
+
+
+# -- what an endpoint reports ---------------------------------------------------------------
+
+@pytest.mark.parametrize("count", [-1000, None, "twelve", 3.5])
+@pytest.mark.parametrize("streams", [False, True], ids=["whole", "streamed"])
+def test_a_usage_count_that_is_not_a_non_negative_integer_is_the_endpoints_error(count,
+                                                                                  streams):
+    """A negative or null count would keep a token limit from firing; one of another type
+    ended the run on a pydantic ValidationError. (The SDK itself makes "12" and true counts.)"""
+    call = json.dumps(step("noop", {"n": 1}))
+
+    def reply(body):
+        out = streamed([call], 100, 10) if body.get("stream") else completion(call, 100, 10)
+        (out[-1] if body.get("stream") else out)["usage"]["completion_tokens"] = count
+        return 200, out
+
+    with OpenAIStub([reply] * 4) as stub:
+        model = OpenAIModel("stub-model", base_url=stub.url, api_key="k", max_retries=0)
+        agent = Agent(model=model, tools=[noop], deltas=streams,
+                      config=AgentConfig(limits=UsageLimits(output_tokens=15)))
+        result = agent.run("count")
+    assert result.status == "failed" and result.error_kind == "model_error"
+    assert result.error == (f"{stub.url} reported a usage its token limits cannot count: "
+                            f"completion_tokens {count!r} is not a count of tokens (a "
+                            f"non-negative integer)")
+    assert len(stub.requests) == 1

@@ -194,14 +194,7 @@ class OpenAIModel:
                                   **self._where)
         if on_delta is not None and not streamed and text:
             on_delta(text)  # a whole reply is its own only piece
-        if isinstance(u, Usage):
-            usage = u
-        else:
-            cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens",
-                             None) or 0
-            usage = Usage(prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                          completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-                          cached_tokens=cached)
+        usage = u if isinstance(u, Usage) else self._usage(u)
         return ModelReply(text=text, usage=usage, cut=finish == "length",
                           sampling={**self.sampling, **self.sampling_extra})
 
@@ -348,8 +341,23 @@ class OpenAIModel:
                         "stream_options.include_usage): counting them with one more short "
                         "request a reply", self.base_url)
         probe = await self._client.chat.completions.create(**{**kwargs, "max_tokens": 1})
-        return Usage(prompt_tokens=getattr(probe.usage, "prompt_tokens", 0) or 0,
-                     completion_tokens=tokens)
+        return self._usage(probe.usage, completion_tokens=tokens)
+
+    def _usage(self, u: Any, **counted: int) -> Usage:
+        """The usage the endpoint reported (None: it reported none), whose counts the SDK
+        passes on as the JSON held them; `counted`: those counted here instead."""
+        if u is None:
+            return Usage(**counted)
+        details = getattr(u, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None)  # optional, and often null
+        counts = {"prompt_tokens": getattr(u, "prompt_tokens", 0),
+                  "completion_tokens": getattr(u, "completion_tokens", 0),
+                  "cached_tokens": 0 if cached is None else cached, **counted}
+        try:
+            return Usage.reported(**counts)
+        except ValueError as exc:
+            raise ModelError(f"{self.base_url} reported a usage its token limits cannot "
+                             f"count: {exc}", **self._where) from None
 
     def _request(self, coroutine):
         import asyncio

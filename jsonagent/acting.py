@@ -166,13 +166,23 @@ class Acting:
             return self._pending(s, record, sorted(waiting, key=lambda w: w[0]))
         return self._stop
 
-    def cut_short(self, s: RunState, told: str) -> Iterator[ev.Event]:
-        """The calls in flight get `told` as their observation, so the history stays whole."""
+    def cut_short(self, s: RunState, told: str, ask: bool = False) -> Iterator[ev.Event]:
+        """The calls in flight get `told` as their observation, so the history stays whole.
+        With `ask`, a `once` call that began and has no result stays in flight instead: told
+        it failed, the model would call it again under a new key (a payment twice). Returns
+        the Pending that asks a person what became of such calls, or None."""
         record = s.steps[-1]
+        waiting: list[tuple[int, Pending]] = []
         for i, call in enumerate(record.calls):
-            if not call.done:
-                call.observation, call.error = {"error": told}, True
-                yield self._result(s, record, i, warn=False, notes=False)
+            if call.done:
+                continue
+            asked = self.calling.uncertain(s, record, i) if ask else None
+            if asked is not None:
+                waiting.append((i, asked))
+                continue
+            call.observation, call.error = {"error": told}, True
+            yield self._result(s, record, i, warn=False, notes=False)
+        return self._pending(s, record, waiting) if waiting else None
 
     def _one(self, s: RunState, record: StepRecord, i: int,
              waited: tuple[Pending, Resume] | None, several: bool) -> Iterator[ev.Event]:
@@ -191,7 +201,8 @@ class Acting:
                 return None
             elif pending.kind == "approval":
                 decision = (bool(given.approved), given.reason)
-        recorded = self.calling.recorded(s, record, i) if handed is None else None
+        recorded = self.calling.recorded(s, record, i, waited and waited[0]) \
+            if handed is None else None
         if recorded is not None:  # it started before a crash or a takeover
             return (yield from self._recovered(s, record, i, recorded, given, several))
         refused = self.limits.check(s, tool=call.tool, call=i)  # or LimitReached: the run ends

@@ -17,7 +17,7 @@ from .calls import AGAIN, FAIL, HAPPENED, ONCE, RAN_AGAIN, Call, call_key
 from .errors import ToolError, UserError
 from .hooks import ToolCall
 from .notes import note
-from .state import Pending, RunState, StepRecord
+from .state import OnceCall, Pending, RunState, StepRecord
 from .tools.core import CODE_TOOL
 from .tools.tool import RunContext, Tool
 from .tools.toolset import Toolset
@@ -30,12 +30,31 @@ class Calling:
         """Where the call log is kept; None for a run that is not stored (no log)."""
         self.fresh = 0
         """The step this process just took from the model: no call of it can be recorded."""
+        self.begun: dict[str, Pending] = {}
+        """The `once` calls started here that have no result yet, by key: what a person is
+        asked about if the run stops inside one (`uncertain`)."""
 
-    def recorded(self, state: RunState, record: StepRecord, i: int) -> Call | None:
-        """The call log's record of the step's call `i`, when it may have started before."""
-        if self.store is None or record.index == self.fresh:
-            return None
-        return self.store.call(call_key(state.run_id, record.index, i))
+    def recorded(self, state: RunState, record: StepRecord, i: int,
+                 asked: Pending | None = None) -> Call | None:
+        """The call log's record of the step's call `i`, when it may have started before.
+        `asked`: the question the run paused on about it, which is the record of a run that
+        has no log (not stored, resumed in its process)."""
+        key = call_key(state.run_id, record.index, i)
+        if self.store is not None and record.index != self.fresh:
+            return self.store.call(key)
+        if asked is not None and asked.kind == ONCE and asked.key == key:
+            return Call(key, state.run_id, record.index, i, asked.tool or "", asked.args or {},
+                        ONCE)
+        return None
+
+    def uncertain(self, state: RunState, record: StepRecord, i: int) -> Pending | None:
+        """The question about the step's call `i` when it is a `once` call that began here
+        and has no result: the run stops inside it (Ctrl-C, a cancel, a client gone), and
+        nobody knows whether its effect happened. Never answered by running it again unasked."""
+        asked = self.begun.get(call_key(state.run_id, record.index, i))
+        if asked is not None:
+            _mark(state, asked.key, asked.tool, "cut_short")
+        return asked
 
     def invoke(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
                handed: Any = None) -> tuple[Any, bool]:
@@ -85,6 +104,10 @@ class Calling:
         """Before the call runs: its key in its context, and its start in the log, with the
         run's checkpoint."""
         ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index, i)
+        if tool.effects == ONCE:  # in the run's record before it runs (the checkpoint's too)
+            _mark(state, ctx.call_id, call.tool, None)
+            self.begun[ctx.call_id] = Pending(kind="once", tool=call.tool, args=call.args,
+                                              key=ctx.call_id)
         if self.store is not None:
             self.store.call_started(Call(ctx.call_id, state.run_id, record.index, i, call.tool,
                                          call.args, tool.effects, time.time()), state)
@@ -100,10 +123,15 @@ class Calling:
         self.ended(state, record, i, out, failed)
         return out, failed
 
-    def ended(self, state: RunState, record: StepRecord, i: int, out: Any, failed: bool) -> None:
-        """The call's result, in the log for good (a person's answer to its question too)."""
+    def ended(self, state: RunState, record: StepRecord, i: int, out: Any, failed: bool,
+              how: str | None = None) -> None:
+        """The call's result, in the log for good (a person's answer to its question too,
+        `how`: the answer)."""
+        key = call_key(state.run_id, record.index, i)
         if self.store is not None:
-            self.store.call_ended(call_key(state.run_id, record.index, i), out, failed)
+            self.store.call_ended(key, out, failed)
+        if self.begun.pop(key, None) is not None or how is not None:
+            _mark(state, key, record.calls[i].tool, how or ("failed" if failed else "returned"))
 
     def recover(self, state: RunState, record: StepRecord, i: int, recorded: Call,
                 answer: str | None = None, reason: str | None = None) -> tuple[Any, bool, str]:
@@ -115,8 +143,12 @@ class Calling:
         call = record.calls[i]
         call.tool, call.args = recorded.tool, recorded.args  # the key stays with them
         if recorded.ended:
+            if recorded.effects == ONCE:
+                _mark(state, recorded.key, recorded.tool,
+                      "failed" if recorded.error else "returned")
             return recorded.result, recorded.error, "result_used"
         if recorded.effects == ONCE and answer not in (HAPPENED, AGAIN, FAIL):
+            _mark(state, recorded.key, recorded.tool, "cut_short")
             return Pending(kind="once", tool=recorded.tool, args=recorded.args,
                            key=recorded.key), False, "asked"
         why = f" ({reason})" if reason else ""
@@ -126,8 +158,17 @@ class Calling:
             out, failed = {"error": note("once_failed", reason=why)}, True
         else:  # the caller runs it again, with its key (calls.RUN_AGAIN)
             return None, False, answer or RAN_AGAIN
-        self.ended(state, record, i, out, failed)
+        self.ended(state, record, i, out, failed, how=answer)
         return out, failed, answer
+
+
+def _mark(state: RunState, key: str, tool: str | None, how: str | None) -> None:
+    """How the `once` call `key` ended, in the run's record (`RunState.once`)."""
+    for entry in state.once:
+        if entry.key == key:
+            entry.ended = how
+            return
+    state.once.append(OnceCall(key=key, tool=tool or "", ended=how))
 
 
 def _run(tool: Tool, args: dict[str, Any], ctx: RunContext) -> tuple[Any, bool]:

@@ -205,20 +205,22 @@ class Loop:
 
     def _interrupted(self, why: str, note_key: str) -> Generator:
         """Ctrl-C or a cancel: the tool call in flight gets an observation, so the history
-        stays whole and the session can go on."""
+        stays whole and the session can go on; but a run stopped inside a `once` call waits
+        for a person to say whether it happened, as after a crash (`why` kept as its error)."""
         self.cancel.cancel(why)  # stops whatever the run still has going
-        yield from self._cut_short(INTERRUPTED, why, note(note_key))
+        yield from self._cut_short(INTERRUPTED, why, note(note_key), ask=True)
 
-    def _cut_short(self, status: str, why: str, told: str) -> Generator:
+    def _cut_short(self, status: str, why: str, told: str, ask: bool = False) -> Generator:
         """End the run before its time; a step in flight gets `told` as its observation."""
         s = self.s
+        asked = None
         if s.in_flight and s.status == RUNNING:
-            yield from self.acting.cut_short(s, told)
-        yield self._end(status, error=why)
+            asked = yield from self.acting.cut_short(s, told, ask)
+        yield self._end(status, error=why) if asked is None else self._pause(asked, why)
 
-    def _pause(self, pending: Pending) -> ev.RunEnd:
+    def _pause(self, pending: Pending, why: str | None = None) -> ev.RunEnd:
         self.s.pending = pending
-        return self._end(NEEDS_HUMAN)
+        return self._end(NEEDS_HUMAN, error=why)
 
     def _end(self, status: str, answer: Any = None, error: str | None = None,
              repeated: dict | None = None, error_kind: str | None = None) -> ev.RunEnd:
@@ -229,6 +231,7 @@ class Loop:
         result = RunResult(status=status, answer=answer, steps=list(s.steps), usage=usage,
                            stats=stats, error=error, error_kind=error_kind, pending=s.pending,
                            json_mode=s.json_mode, repeated=repeated,
+                           once=[o.model_copy() for o in s.once],
                            run_id=s.run_id, session_id=s.session_id)
         try:
             self.hooks.call("on_end", s, result)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from .usage import Usage
-from .state import Pending, Stats, StepRecord, flat_steps, step_view
+from .state import OnceCall, Pending, Stats, StepRecord, flat_steps, step_view
 from .status import COMPLETED
 from .status import Result as Status
 
@@ -37,6 +37,9 @@ class RunResult(BaseModel):
     """The call the model kept repeating when status is stalled: {"tool": ..., "args": ...}."""
     json_mode: str | None = None
     """The JSON mode in force at the end, after any step-down."""
+    once: list[OnceCall] = []
+    """The `once` calls that began (key, tool) and how each ended: what running the task
+    again would repeat."""
     run_id: str = ""
     session_id: str = ""
 

@@ -158,9 +158,9 @@ class Stats(BaseModel):
 class Pending(BaseModel):
     """What a paused run waits for: `{"kind": "question", "question": ...}`,
     `{"kind": "approval", "tool": ..., "args": ...}`, or `{"kind": "once", "tool": ...,
-    "args": ..., "key": ...}`: a `once` call that started before a crash or a takeover and
-    has no recorded result, about which a person answers `happened`, `again` or `fail`
-    (calls.py). It concerns the run's last step: one of its calls, or several (`items`)."""
+    "args": ..., "key": ...}`: a `once` call that started before a crash, a takeover, Ctrl-C
+    or a cancel and has no recorded result, about which a person answers `happened`, `again`
+    or `fail` (calls.py). It concerns the run's last step: one of its calls, or several (`items`)."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -188,6 +188,20 @@ class Pending(BaseModel):
     @model_serializer(mode="wrap")
     def _no_nulls(self, handler):  # one shape everywhere, nested or not
         return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class OnceCall(BaseModel):
+    """A `once` call that began in the run, and how it ended: what a run tried again (a
+    resume, an eval's `--retry-errors`) would do a second time."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    key: str
+    tool: str
+    ended: str | None = None
+    """`returned` or `failed` (the tool's result, recorded); `cut_short` (the run stopped
+    before its result: a person is asked what became of it); a person's answer, `happened`
+    or `fail` (`again` runs it again); None while it runs, or when its process died."""
 
 
 class RunState(BaseModel):
@@ -248,6 +262,8 @@ class RunState(BaseModel):
     """0 for a top run, its parent's depth + 1 for a sub-run."""
     sub_steps: int = 0
     """Steps its sub-runs took, all the way down: they count against this run's max_steps."""
+    once: list[OnceCall] = []
+    """The `once` calls that began in this run, in the order they began (calls.py)."""
 
     @model_validator(mode="before")
     @classmethod

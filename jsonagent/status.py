@@ -15,7 +15,9 @@
 | expired                         | expired         | FAILED         | –   |
 
 A run whose process died while `running` is shown `interrupted` (`in_progress` on the server
-that owns it, which takes it over). New statuses are added here and nowhere else, and so are
+that owns it, which takes it over). A run stopped inside a `once` call (Ctrl-C, a cancel, a
+client gone) is `needs_human`, not `interrupted`: its pending asks whether the call happened,
+and its `error` says what stopped it. New statuses are added here and nowhere else, and so are
 the reasons a run stops short (`Reason`): a cancel's reason, a run's `error`, what the store
 records for a run ended where it sat.
 """

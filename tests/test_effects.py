@@ -248,3 +248,76 @@ def test_the_store_down_as_a_call_ends_leaves_the_run_as_it_was_never_ended_fail
     assert paid and run.status == "running"  # not failed: nothing ended it
     assert [e["type"] for e in store.events(run_id=run.id)][-1] != "run_end"
     assert not store.call(call_key(run.id, 1)).ended  # so a once call is asked about
+
+
+# -- a run stopped inside a `once` call by Ctrl-C (issue 58, finding 3) -----------------------
+
+class Ledger:
+    """A payment API's ledger: it charges once per idempotency key, as such APIs do, and
+    keeps every key it was sent."""
+
+    def __init__(self):
+        self.charged: dict[str, int] = {}
+        self.sent: list[str] = []
+
+    def charge(self, key: str, amount: int) -> None:
+        self.sent.append(key)
+        self.charged.setdefault(key, amount)
+
+
+def _keeps_paying(messages, response_format):
+    """A model that pays until it reads a payment's result that is not an error (told the
+    call was interrupted, it pays again, as the model did in the hostile pass)."""
+    last = messages[-1]
+    text = last["content"] if isinstance(last, dict) else last.content
+    if "tool_name" in str(text) and '"error"' not in str(text):
+        return step("TaskCompleteTool", {"output": "paid"}, "done")
+    return step("pay", {"amount": 3}, "pay")
+
+
+def _ctrl_c_payer(ledger: Ledger, store=None) -> Agent:
+    cut = [True]
+
+    @tool(effects="once")
+    def pay(amount: int, ctx: RunContext) -> str:
+        """Pays."""
+        ledger.charge(ctx.call_id, amount)
+        if cut:  # the API took the payment; Ctrl-C lands before its answer is back
+            cut.clear()
+            raise KeyboardInterrupt
+        return f"paid {amount}"
+
+    return Agent(model=ScriptedModel(_keeps_paying), tools=[pay], store=store)
+
+
+@pytest.mark.parametrize("answer", ["happened", "again"])
+def test_ctrl_c_inside_a_once_call_asks_what_became_of_it_and_it_is_charged_once(
+        tmp_path, answer):
+    ledger = Ledger()
+    agent = _ctrl_c_payer(ledger, tmp_path / "runs.db")
+    stopped = agent.run("pay 3")
+    run, key = stopped.run_id, call_key(stopped.run_id, 1)
+    assert stopped.status == "needs_human" and stopped.error == "interrupted by the user"
+    assert stopped.pending.model_dump() == {"kind": "once", "tool": "pay",
+                                            "args": {"amount": 3}, "key": key}
+    assert [(o.key, o.tool, o.ended) for o in stopped.once] == [(key, "pay", "cut_short")]
+    with pytest.raises(ConfigError, match="what became of a call of pay"):
+        agent.resume(run)  # resume asks; it never goes on unasked
+    done = agent.resume(run, answer=answer)
+    assert done.status == "completed" and done.steps[0].tool == "pay"
+    assert ledger.charged == {key: 3}  # once: the one key, never a second one
+    assert ledger.sent == ([key] if answer == "happened" else [key, key])
+    assert [(o.key, o.ended) for o in done.once] == [
+        (key, "happened" if answer == "happened" else "returned")]
+
+
+def test_ctrl_c_inside_a_once_call_in_a_chat_without_a_store_asks_as_the_next_turn():
+    """Chat's next input is the answer (a run not stored has no call log: the question is
+    its record)."""
+    ledger = Ledger()
+    with _ctrl_c_payer(ledger).session() as chat:
+        stopped = chat.run("pay 3")
+        assert stopped.status == "needs_human" and chat.pending.kind == "once"
+        done = chat.run("it happened")
+    assert done.status == "completed"
+    assert ledger.sent == [call_key(stopped.run_id, 1)]

@@ -32,9 +32,11 @@
     Cancelled (a BaseException, like KeyboardInterrupt: no `except Exception` swallows it)
                                   the run was cancelled while it waited (cancel.py)
 
-Three never leave the package: `Held` (a run another live process holds: the stores wait and
+Four never leave the package: `Held` (a run another live process holds: the stores wait and
 try again, then raise SessionBusy), `MissingRef` (a spec's dangling $ref: the spec
-loader raises a SpecError naming the file) and `TryAgain` (the request sends it again,
+loader raises a SpecError naming the file), `SchemaRefused` (a schema past its bounds, or
+one whose $ref points outside it: its loader says whose schema, as a SpecError, a
+ConfigError or an EvalError) and `TryAgain` (the request sends it again,
 summary requests included; a fallback model called outside a run waits and tries itself).
 
 Invalid replies are not exceptions: `envelope.parse_reply` returns a `ReplyProblem`,
@@ -286,3 +288,7 @@ class Held(Exception):
 
 class MissingRef(Exception):
     """args[0]: the JSON pointer of a spec's dangling $ref (never leaves the spec loader)."""
+
+
+class SchemaRefused(Exception):
+    """args: the JSON pointer into the schema and what is wrong there (schema.check_bounds)."""

@@ -88,7 +88,9 @@ def schema_type(schema: dict) -> type:
     import jsonschema
     from pydantic_core import core_schema
 
-    validator = jsonschema.Draft202012Validator(schema)
+    from ..tools.schema import validator as make_validator
+
+    validator = make_validator(schema)
 
     def check(value):
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import EvalError, read_text
+from ..tools.schema import AUTHORED, schema_problem
 from . import evaluators as ev
 from .case import Case, Variant
 from .judge import Judge
@@ -234,14 +235,13 @@ def parse_evaluator(spec: Any, loc: tuple, fail, base: str | None = None) -> ev.
 
 
 def _check_schema(schema: Any, loc: tuple, fail) -> None:
-    import jsonschema
-
+    """Once, before any run: refs only inside it (no file read, no URL fetched), no loop,
+    within the bounds of a schema someone chose to load."""
     if not isinstance(schema, dict):
         fail(loc, "a JSON Schema is a mapping")
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        fail(loc, f"not a valid JSON Schema: {exc.message}")
+    problem = schema_problem(schema, AUTHORED)
+    if problem is not None:
+        fail(loc, problem)
 
 
 def parse_variant(spec: Any, loc: tuple, fail) -> Variant:

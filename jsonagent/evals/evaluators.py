@@ -210,16 +210,22 @@ class Schema(Evaluator):
     def check(self, case, outcome):
         import jsonschema
 
+        from ..tools.schema import AUTHORED, schema_problem, validator
+
         if outcome.answer is None:
             return _no_answer(outcome)
+        # a dataset's is checked as it loads; one built in Python is checked here, before
+        # its refs could be followed (none is ever read or fetched)
+        problem = schema_problem(self.schema, AUTHORED)
+        if problem is not None:
+            return False, f"the schema is refused: {problem}"
         data = answer_data(outcome.answer)
         if isinstance(data, str) and data.strip()[:1] in ("{", "["):
             try:
                 data = json.loads(data)
             except json.JSONDecodeError:
                 pass
-        error = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(self.schema).iter_errors(data))
+        error = jsonschema.exceptions.best_match(validator(self.schema).iter_errors(data))
         if error is None:
             return True, "valid against the schema"
         where = "/" + "/".join(map(str, error.absolute_path))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import SpecError, Unreadable
-from .schema import json_pointer, json_type
+from .schema import json_pointer, json_type, validator
 from .specs import ToolSpec
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -127,10 +127,8 @@ def _enum_and_default(schema: dict) -> list[str]:
                 out.append(f"enum value {json.dumps(value)} is {json_type(value)}, not "
                            f"{' or '.join(types)}")
     if "default" in schema:
-        from jsonschema import Draft202012Validator
-
         rest = {k: v for k, v in schema.items() if k not in ("default", "description", "title")}
-        errors = list(Draft202012Validator(rest).iter_errors(schema["default"]))
+        errors = list(validator(rest).iter_errors(schema["default"]))
         if errors:
             out.append(f"default {json.dumps(schema['default'])} does not fit its own schema: "
                        f"{errors[0].message}")

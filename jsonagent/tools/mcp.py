@@ -26,7 +26,7 @@ from typing import Any
 
 from ..calls import KEY_META, Effects, current_key
 from ..cancel import quiet, watching
-from ..errors import ConfigError, ToolError
+from ..errors import ConfigError, SpecError, ToolError
 from .mcp_config import config_entries
 from .mcp_result import observation
 from .specs import ToolSpec
@@ -125,7 +125,11 @@ class MCPServer:
                 raise
             raise ConfigError(f"MCP server {self.name}: {_describe(exc)}"
                               f"{self._stderr_tail()}") from None
-        self._tools = [self._tool(t) for t in listed]
+        try:  # a tool whose schema is refused (a remote $ref, a loop) refuses the server
+            self._tools = [self._tool(t) for t in listed]
+        except SpecError:
+            self.close()
+            raise
 
     async def _serve(self, ready) -> None:
         """Holds the connection open in one task (the SDK's cancel scopes need that) until

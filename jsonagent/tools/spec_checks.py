@@ -11,8 +11,16 @@ import re
 from typing import Any
 
 from .. import bundled
-from ..errors import SpecError
-from .schema import got, json_pointer, normalise, validator_class
+from ..errors import MissingRef, SchemaRefused, SpecError
+from .schema import (
+    Bounds,
+    check_bounds,
+    got,
+    json_pointer,
+    normalise,
+    validator,
+    validator_class,
+)
 
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _DOLLAR = re.compile(r"\$\{[^}]*\}?")
@@ -44,13 +52,14 @@ def _dialect_validator(dialect: str):
     if dialect not in _DIALECT_VALIDATORS:
         meta = json.loads(bundled.path("tool_specs", "meta_schema.json").read_text("utf-8"))
         schema = {"$ref": f"#/$defs/{dialect}", "$defs": meta["$defs"]}
-        _DIALECT_VALIDATORS[dialect] = validator_class()(schema)
+        _DIALECT_VALIDATORS[dialect] = validator(schema)
     return _DIALECT_VALIDATORS[dialect]
 
 
-def check_returns(outer: dict, data: dict, where: str, checked: bool = True
+def check_returns(outer: dict, data: dict, where: str, bounds: Bounds | None
                   ) -> dict[str, Any] | None:
-    """The spec's one return schema, normalised; None when it gives none (or just true/false)."""
+    """The spec's one return schema, normalised; None when it gives none (or just true/false).
+    `bounds` None: a trusted spec's, not checked."""
     keys = [k for k in ("response", "returns", "return") if k in data or k in outer]
     if len(keys) > 1:
         raise spec_error(where, "", f"give one return schema, not {' and '.join(keys)}")
@@ -60,7 +69,15 @@ def check_returns(outer: dict, data: dict, where: str, checked: bool = True
     if isinstance(schema, bool):
         return None
     try:
-        if checked:
+        if bounds is not None:
+            check_bounds(schema, bounds)
+    except MissingRef as exc:
+        raise spec_error(where, f"/{keys[0]}{exc.args[0]}", "$ref points to a missing "
+                         "definition") from None
+    except SchemaRefused as exc:
+        raise spec_error(where, f"/{keys[0]}{exc.args[0]}", exc.args[1]) from None
+    try:
+        if bounds is not None:
             validator_class().check_schema(normalise(schema))
     except Exception as exc:  # jsonschema.SchemaError
         raise spec_error(where, f"/{keys[0]}{json_pointer(exc.path)}",

@@ -24,15 +24,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..calls import Effects
-from ..errors import MissingRef, SpecError, read_text
+from ..errors import MissingRef, SchemaRefused, SpecError, read_text
 from .schema import (
+    AUTHORED,
+    Bounds,
     brief_parameters,
+    check_bounds,
     brief_schema,
     got,
     inline_refs,
     json_pointer,
     normalise,
     short_json,
+    validator,
     validator_class,
 )
 from .spec_checks import check_handler, check_meta, check_returns, spec_error, spec_where
@@ -84,10 +88,12 @@ class ToolSpec(BaseModel):
     """Where the spec came from, e.g. 'tools.json[2]', for error messages."""
 
     @classmethod
-    def from_dict(cls, data: Any, origin: str = "<dict>", *, trusted: bool = False) -> ToolSpec:
+    def from_dict(cls, data: Any, origin: str = "<dict>", *, trusted: bool = False,
+                  bounds: Bounds = AUTHORED) -> ToolSpec:
         """Check `data` against the meta-schema and normalise it; raise SpecError if it is bad.
         `trusted` skips the JSON-Schema checks, for the package's own specs only: loading
-        jsonschema to check them cost every process about 60 ms, and a test checks them."""
+        jsonschema to check them cost every process about 60 ms, and a test checks them.
+        `bounds`: how far its schemas may go (schema.py); a client's tools get FRONTEND."""
         if not trusted:
             check_meta(data, origin)
         outer = data
@@ -103,10 +109,14 @@ class ToolSpec(BaseModel):
         if isinstance(params, list):
             params = _legacy_parameters(params, data.get("required"), where)
         try:
+            if not trusted:  # before anything walks it: normalise and inline_refs recurse
+                check_bounds(params, bounds)
             params = inline_refs(normalise(params))
         except MissingRef as exc:
             raise spec_error(where, f"/parameters{exc.args[0]}", "$ref points to a missing "
                              "definition") from None
+        except SchemaRefused as exc:
+            raise spec_error(where, f"/parameters{exc.args[0]}", exc.args[1]) from None
         params.setdefault("properties", {})
         # An argument nobody declared is almost always a model's invention: reject it
         # unless the author opted in.
@@ -122,7 +132,7 @@ class ToolSpec(BaseModel):
                 if name not in params["properties"]:
                     raise spec_error(where, f"/parameters/required/{i}", f"{name!r} is required "
                                      "but not among the properties, so no call could pass")
-        returns = check_returns(outer, data, where, checked=not trusted)
+        returns = check_returns(outer, data, where, None if trusted else bounds)
         if handler is not None:
             check_handler(handler, params, where)
         # a trusted spec is not validated either: building the validator is what makes
@@ -160,7 +170,7 @@ class ToolSpec(BaseModel):
 
     @cached_property
     def _validator(self):
-        return validator_class()(self.parameters)
+        return validator(self.parameters)
 
     @cached_property
     def shown(self) -> str:

@@ -92,8 +92,8 @@ class Toolset:
         """Exact name first, then a unique case- and separator-insensitive match."""
         if name in self.tools:
             return self.tools[name]
-        key = _fold(name)
-        hits = [t for n, t in self.tools.items() if _fold(n) == key]
+        key = fold(name)
+        hits = [t for n, t in self.tools.items() if fold(n) == key]
         return hits[0] if len(hits) == 1 else None
 
     @property
@@ -112,7 +112,8 @@ def _fingerprint(canonical: tuple[str, ...]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _fold(name: str) -> str:
+def fold(name: str) -> str:
+    """A tool's name as `find` compares it: without case, '_' or '-'."""
     return name.lower().replace("_", "").replace("-", "")
 
 

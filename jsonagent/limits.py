@@ -57,11 +57,17 @@ class Limits:
                     if name in TOKENS else "the run needs another model request"
                 self._within(name, used, more, what)
             return None
-        later = s.steps[-1].calls[call + 1:]  # the step's calls after this one: not yet
+        calls = s.steps[-1].calls
+        later = calls[call + 1:]  # the step's calls after this one: not yet
         if "tool_calls" in self.set:
+            # a parallel step's calls are all decided before any runs: those before this one
+            # count against the limit, but the message says only what ran
+            asked = sum(c.tool != self.final and not c.done for c in calls)
+            what = "the model asked for another" if asked == 1 else \
+                f"the model asked for {asked} more in one step, none of which ran"
             self._within("tool_calls", self._calls(s) - 1 - sum(c.tool != self.final
                                                                 for c in later),
-                         1, "the model asked for another")
+                         1, what, ran=self._calls(s) - asked)
         limit = self.per_tool.get(tool)
         if limit is not None and \
                 self._calls(s, tool) - 1 - sum(c.tool == tool for c in later) >= limit:
@@ -112,14 +118,18 @@ class Limits:
             more["cost"] = (price.input_cost(tokens) if price is not None else None) or 0.0
         return {k: (used[k], more[k]) for k in used if k != "tool_calls"}
 
-    def _within(self, name: str, used: float | int | None, more: float | int, what: str) -> None:
+    def _within(self, name: str, used: float | int | None, more: float | int, what: str,
+                ran: int | None = None) -> None:
+        """Raise LimitReached when `more` takes `used` past the limit; the message says
+        `ran` used when that differs (calls decided but not run)."""
         limit = self.set[name]
         if used is None:  # a part of the run whose price is unknown (a summary model's)
             raise LimitReached(Reason.limit_reached(name, _shown(name, limit), "an unknown "
                                                     "amount", what), name)
         if used + more > limit:
             raise LimitReached(Reason.limit_reached(name, _shown(name, limit),
-                                                    _shown(name, used), what), name)
+                                                    _shown(name, used if ran is None else ran),
+                                                    what), name)
 
     def _calls(self, s: RunState, tool: str | None = None) -> int:
         """Calls the run's steps made (of `tool`, or of any tool but the final answer), the

@@ -96,6 +96,27 @@ def test_a_tool_call_past_the_limit_gets_an_observation_and_the_history_stays_wh
     assert state.messages[-1].role == "observation"
 
 
+def test_a_parallel_step_past_the_tool_calls_limit_says_what_ran():
+    """Its calls are all decided before any runs, so none ran: the message said "2 used"."""
+    ran = []
+
+    @tool
+    def mark(n: int) -> int:
+        """Return n."""
+        ran.append(n)
+        return n
+
+    calls = {"thought": "all three", "calls": [{"tool_name": "mark", "args_list": {"n": n}}
+                                               for n in (1, 2, 3)]}
+    script = [step("mark", {"n": 0}), calls, step("TaskCompleteTool", {"output": "done"})]
+    agent = Agent(model=ScriptedModel(script), tools=[mark],
+                  config=AgentConfig(parallel_calls=4, limits=UsageLimits(tool_calls=2)))
+    result = agent.run("count")
+    assert result.status == LIMIT_REACHED and ran == [0]
+    assert result.error == ("limit tool_calls=2 reached: 1 used, and the model asked for 3 "
+                            "more in one step, none of which ran")
+
+
 def test_a_cost_limit_warns_and_ends_the_run():
     # gpt-4o at OpenAI: 100,000 prompt tokens are $0.25 and 10,000 output tokens $0.10,
     # so $0.35 a reply; before the 4th request $1.05 is spent and its prompt adds $0.25

@@ -162,6 +162,45 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
     assert line["extra"]["verdict"] == "pass"
 
 
+def test_retry_errors_leaves_a_run_whose_once_call_went_through_unless_forced(tmp_path):
+    """A model error after a payment went through (issue 58, finding 4): run again, the
+    payment would go under a new key, which the payment API's idempotency check cannot
+    catch. --retry-errors leaves that run; --force runs it, saying what it repeats."""
+    ledger = tmp_path / "ledger.txt"
+    (tmp_path / "payer.py").write_text(
+        "from jsonagent.calls import current_key\n\n"
+        f"def pay(amount):\n    with open({str(ledger)!r}, 'a') as f:\n"
+        "        f.write(current_key() + '\\n')\n    return 'paid'\n")
+    spec = tmp_path / "pay.json"
+    spec.write_text(json.dumps([{"name": "pay", "description": "Pays.", "handler": "payer:pay",
+                                 "effects": "once", "parameters": [
+                                     {"name": "amount", "type": "integer"}]}]))
+    pay = step("pay", {"amount": 3}, "pay")
+    model = script(tmp_path / "s.json", pay)  # then no reply: the model fails after paying
+    ds = dataset(tmp_path, f"defaults: {{tools: [{spec.name}]}}\n"
+                           "cases:\n  - {name: bill, input: pay, expected: paid}\n")
+    first = cli("eval", ds, "-m", model)
+    line, = read_results(tmp_path / "cases.results.jsonl")
+    run, key, name = line["run_id"], f"{line['run_id']}.1.0", line["id"]
+    assert line["extra"]["verdict"] == "error", first.stderr
+    assert line["extra"]["once"] == [{"key": key, "tool": "pay", "ended": "returned"}]
+    assert ledger.read_text().split() == [key]
+    script(tmp_path / "s.json", pay, step("TaskCompleteTool", {"output": "paid"}))  # back
+    again = cli("eval", ds, "-m", model, "--retry-errors")
+    assert again.returncode == 0 and "1 runs, 0 run now" in again.stdout, again.stderr
+    assert "(1 only with --force: its once calls would happen again)" in first.stderr
+    assert f"{name} is not run again: before its error it called pay (key {key}, " \
+           "returned)" in again.stderr and "--force" in again.stderr
+    assert ledger.read_text().split() == [key]  # paid once
+    forced = cli("eval", ds, "-m", model, "--retry-errors", "--force")
+    assert forced.returncode == 0 and "1 runs, 1 run now" in forced.stdout, forced.stderr
+    assert f"--force: {name} runs again, and with it pay (key {key}, returned) " \
+           "again" in forced.stderr
+    paid = ledger.read_text().split()
+    assert len(paid) == 2 and paid[0] == key and paid[1] != key and run not in paid[1]
+    assert cli("eval", ds, "-m", model, "--force").returncode == 2
+
+
 def test_variants_and_a_judge_in_the_worker(tmp_path):
     right = script(tmp_path / "right.json", DONE)
     wrong = script(tmp_path / "wrong.json", step("TaskCompleteTool", {"output": "12"}))

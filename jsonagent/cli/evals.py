@@ -73,6 +73,9 @@ def run(ctx: typer.Context,
         retry_errors: Annotated[bool, typer.Option(
             "--retry-errors", help="Run again the runs of --output that ended on an error of "
                                    "the eval (the model endpoint failed, say).")] = False,
+        force: Annotated[bool, typer.Option(
+            "--force", help="With --retry-errors, run again also the runs whose `once` calls "
+                            "began (a payment, an email): those calls happen again.")] = False,
         # the shared run options; RunOptions.of(ctx) gathers them (--model may repeat here)
         tools: ToolsOpt = None, mcp: McpOpt = None, mcp_config: McpConfigOpt = None,
         mcp_prefix: McpPrefixOpt = False, a2a: A2aOpt = None,
@@ -97,7 +100,7 @@ def run(ctx: typer.Context,
     from ..batch import read_results
     from ..errors import ConfigError
     from ..evals import Dataset
-    from ..evals.runner import errored, key, run as run_eval
+    from ..evals.runner import errored, key, repeats, run as run_eval
 
     models = list(ctx.params["model"] or [])
     ctx.params["model"] = None  # RunOptions holds one model; the variants hold the others
@@ -111,8 +114,11 @@ def run(ctx: typer.Context,
         raise ConfigError(f"--report {report}: no such directory {report.resolve().parent}")
     out = output or dataset.with_suffix(".results.jsonl")
     done = {r["id"] for r in read_results(out)} if out.exists() else set()
+    if force and not retry_errors:
+        raise ConfigError("--force goes with --retry-errors: it runs again what that leaves")
     if retry_errors and done:
-        done -= errored(out)
+        done -= errored(out, force)
+        _say_repeats(repeats(out), force)
     todo = sum(key(v.name, c.name, r) not in done
                for v in variants for c in data.cases for r in range(repeat))
     try:
@@ -122,15 +128,19 @@ def run(ctx: typer.Context,
                               variants=variants, workers=workers or 1, backend=backend.value,
                               ray_address=ray_address, task_timeout=task_timeout,
                               transcripts=transcripts, model=default_model,
-                              retry_errors=retry_errors, on_result=bar.advance if bar else None)
+                              retry_errors=retry_errors, force=force,
+                              on_result=bar.advance if bar else None)
     except KeyboardInterrupt:
         fail(f"interrupted; the finished runs are in {out}: run the same command again to "
              "finish", 130)
     print_report(result, f"{out}: {len(result.runs)} runs, {todo} run now")
     errors = sum(r.verdict == "error" for r in result.runs)
     if errors:
+        held = len(repeats(out))
         typer.echo(f"{errors} run{'s' * (errors != 1)} ended on an error of the eval (its "
-                   f"\"why\" in {out} says what); --retry-errors runs them again", err=True)
+                   f"\"why\" in {out} says what); --retry-errors runs them again"
+                   + (f" ({held} only with --force: {'its' if held == 1 else 'their'} once "
+                      "calls would happen again)" if held else ""), err=True)
     if report is not None:
         _write_html(result, report, data.path)
     gate = _below(result, fail_under)
@@ -148,6 +158,20 @@ def _variants(data, models: list[str]) -> list[Variant]:
     if data.variants:
         return data.variants
     return [Variant(name=m, model=m) for m in models] or [Variant(name="default")]
+
+
+def _say_repeats(runs: dict[str, list[dict]], force: bool) -> None:
+    """What --retry-errors leaves alone, or with --force repeats: the `once` calls each run
+    began before its error. A new run calls them under new keys, which no API recognises."""
+    for run_id, calls in runs.items():
+        said = ", ".join(f"{c['tool']} (key {c['key']}, {c.get('ended') or 'no result'})"
+                         for c in calls)
+        if force:
+            typer.echo(f"--force: {run_id} runs again, and with it {said} again, under a new "
+                       "key", err=True)
+        else:
+            typer.echo(f"{run_id} is not run again: before its error it called {said}; check "
+                       "that, then add --force to run it and those calls again", err=True)
 
 
 def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:

@@ -35,7 +35,7 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
         repeat: int = 1, variants: list[Variant] | None = None, workers: int | None = None,
         backend: str | None = None, ray_address: str | None = None,
         task_timeout: float | None = None, transcripts: str | Path | None = None,
-        model: str | None = None, retry_errors: bool = False,
+        model: str | None = None, retry_errors: bool = False, force: bool = False,
         on_result: Callable[[TaskResult], None] | None = None) -> Report:
     """Run each case `repeat` times for each variant (the dataset's, else one named
     "default"); return the Report of every run in `out`.
@@ -43,7 +43,8 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
     `backend` is inline (this process, one run at a time: the default without `workers`),
     local (that many worker processes) or ray. `model` is the model of a variant that names
     none (a judge without a model uses it too). A run that ended on an error of the eval is
-    finished like any other, unless `retry_errors` runs it again."""
+    finished like any other, unless `retry_errors` runs it again; one whose `once` calls
+    began (a payment, an email) only with `force` too, since they happen again (`repeats`)."""
     if repeat < 1:
         raise EvalError("repeat must be at least 1")
     variants = variants or dataset.variants or [Variant(name="default")]
@@ -63,7 +64,7 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
     with tempfile.TemporaryDirectory(prefix="jsonagent-eval-") as scratch:
         out = Path(out) if out is not None else Path(scratch) / "results.jsonl"
         _check_results_file(out, dataset)
-        if retry_errors and (again := errored(out)):
+        if retry_errors and (again := errored(out, force)):
             rewrite_without(out, again)
         worker = functools.partial(EvalWorker, dataset, variants, factory, repeat, model)
         run_batch(tasks, out, worker, workers=workers,
@@ -84,10 +85,20 @@ def _check_results_file(out: Path, dataset: Dataset) -> None:
                             "another output file, or remove it to start over")
 
 
-def errored(out: Path) -> set[str]:
-    """The runs of `out` that ended on an error of the eval (a dead worker's has no verdict)."""
+def errored(out: Path, force: bool = False) -> set[str]:
+    """The runs of `out` that ended on an error of the eval (a dead worker's has no verdict);
+    without `force`, not those whose `once` calls began: a new run has new keys, so the
+    API's idempotency check cannot stop their effects happening twice."""
     return {r["id"] for r in read_results(out)
-            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR}
+            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR
+            and (force or not (r.get("extra") or {}).get("once"))}
+
+
+def repeats(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """What running the errored runs of `out` again would repeat, by run: each `once` call
+    that began (`key`, `tool` and how it `ended`, as `RunResult.once` has them)."""
+    return {r["id"]: r["extra"]["once"] for r in read_results(out)
+            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR and r["extra"].get("once")}
 
 
 class EvalWorker:
@@ -129,7 +140,10 @@ def run_case(worker: EvalWorker, task: Task, transcripts: Path | None = None,
     outcome = Outcome(result, events, line.seconds, final_tool,
                       model=variant.model or worker.model)
     scores = [e.evaluate(case, outcome) for e in case.checks(worker.shared)]
-    return _scored(line, worker, variant, case, repeat, events, scores, _model_failure(result))
+    line = _scored(line, worker, variant, case, repeat, events, scores, _model_failure(result))
+    if result.once:  # what running it again would repeat (`repeats`)
+        line.extra["once"] = [o.model_dump() for o in result.once]
+    return line
 
 
 def _scored(line: TaskResult, worker: EvalWorker, variant: Variant, case: Case, repeat: int,

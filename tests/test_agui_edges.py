@@ -40,6 +40,9 @@ def post(server, payload, **kw) -> tuple[int, list[dict] | dict]:
      "tools[0]"),
     (body(tools=[{"name": "GetTimeTools", "description": "d"}]), "tool of the agent"),
     (body(thread="new", text=None), "nothing to run"),
+    ({**body(thread="new", text=None), "messages": [
+        {"id": "t1", "role": "tool", "toolCallId": "run_x.1.0", "content": "drawn"}]},
+     "answers no call"),
 ])
 def test_bad_inputs_get_a_4xx_and_one_line(serve, payload, said):
     server = serve([DONE])

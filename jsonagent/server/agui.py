@@ -81,9 +81,12 @@ async def _run_agent(request: Request, runner: Runner):
         return error(422, "RunAgentInput: " + _problems(exc))
     if not 0 < len(body.thread_id) <= NAME_MAX:
         return error(422, f"RunAgentInput: threadId has 1 to {NAME_MAX} characters")
-    if not body.resume and _new_message(body) is None and not _tool_results(body):
+    if not body.resume and _new_message(body) is None:
+        # a tool message alone answers a call of the thread's run: a new thread has none
         if await asyncio.to_thread(_last, runner, body.thread_id) is None:
-            return error(422, "RunAgentInput: nothing to run: send a user message")
+            said = "its tool message answers no call (the thread has no run)" \
+                if _tool_results(body) else "nothing to run"
+            return error(422, f"RunAgentInput: {said}: send a user message")
     try:  # SessionBusy is the app's 409, before any event
         plan = await asyncio.to_thread(_plan, runner, body)
     except Unknown:

@@ -146,3 +146,21 @@ def test_a_call_whose_name_came_live_and_its_arguments_did_not_gets_them_whole()
     kinds = [e.type.value if hasattr(e.type, "value") else e.type for e in live + stored]
     assert kinds[-3:] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"], kinds
     assert json.loads(stored[-2].delta) == {"timezone": "UTC"}
+
+
+def test_a_resume_that_answers_some_of_the_open_interrupts_says_so_in_ag_ui_words(serve):
+    """Two calls wait at once: a resume entry for one of them names the other, and asks for
+    one entry each (never the REST API's body); the run is left waiting as it was."""
+    two = {"thought": "both", "calls": [
+        {"tool_name": "delete_file", "args_list": {"path": p}} for p in "ab"]}
+    server = serve([two, DONE], "--parallel-calls", "2")
+    _, events = post(server, body("half"))
+    first, second = events[-1]["outcome"]["interrupts"]
+    run_id = events[0]["runId"]
+    _, events = post(server, body("half", text=None, resume=[
+        {"interruptId": first["id"], "status": "resolved", "payload": {"approved": True}}]))
+    assert [e["type"] for e in events] == ["RUN_ERROR"]
+    said = events[0]["message"]
+    assert second["id"] in said and "one resume entry for each open interrupt" in said, said
+    assert "items" not in said and "{" not in said
+    assert server.get(run_id)["status"] == "requires_action"

@@ -165,6 +165,11 @@ def _resume(runner: Runner, body: RunAgentInput, last: Any, waiting: Any) -> Pla
         except Conflict as exc:
             return Plan(problem=str(exc))
         return Plan(run_id=waiting.id, after=waiting.state.seq)
+    left = [iid for iid in open_ids if iid not in {entry.interrupt_id for entry in entries}]
+    if left:  # said in AG-UI's words: the REST API's items are no concern of this client
+        return Plan(problem=f"interrupt{'s' if len(left) > 1 else ''} {', '.join(left)} "
+                            f"{'are' if len(left) > 1 else 'is'} open too: send one resume "
+                            "entry for each open interrupt, all in one input")
     decisions = {}
     for entry in entries:
         item = open_ids[entry.interrupt_id]

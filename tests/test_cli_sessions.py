@@ -185,3 +185,19 @@ def test_no_store_leaves_no_database(tmp_path):
     proc = cli("run", "x", "--no-store", "--model", script(tmp_path, DONE))
     assert proc.returncode == 0
     assert not os.path.exists(os.path.join(os.environ["JSONAGENT_HOME"], "jsonagent.db"))
+
+
+def test_a_session_name_with_terminal_escapes_is_shown_escaped(tmp_path):
+    """A session's name may be an AG-UI client's threadId: its escapes (a window title, a
+    cleared screen, a bidi override) are printed as text, never sent to the terminal."""
+    name = "evil\x1b]0;pwned\x07\x1b[2J\u202eexe.txt\r\nnext"
+    done = cli("run", "hi\x1b[31m", "--model", script(tmp_path, DONE), "--session", name)
+    assert done.returncode == 0, done.stderr
+    listed = cli("sessions", "list")
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\u202eexe.txt\\x0d\\x0anext" in listed.stdout
+    shown = cli("sessions", "show", name)
+    assert "you: hi\\x1b[31m" in shown.stdout
+    for out in (listed.stdout, shown.stdout):
+        assert not any(c in out for c in "\x1b\x07\r\u202e"), repr(out)
+    # the JSON output stays exact: it is data, escaped by JSON itself
+    assert json.loads(cli("sessions", "list", "-o", "json").stdout)[0]["name"] == name

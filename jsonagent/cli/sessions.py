@@ -14,6 +14,7 @@ from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from .command import PlainCommand
 from .exits import fail, guarded
 from .options import OutputChoice, StoreOpt
+from .printable import printable
 
 app = typer.Typer(help="Stored conversations: list, show, export and delete them.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -51,7 +52,9 @@ def list_sessions(output: OutputOpt = OutputChoice.text, store: StoreOpt = None)
                                for s in sessions], indent=2))
         return
     for s in sessions:
-        typer.echo(f"{s.name or s.id:<28} {s.runs:>3} run{'' if s.runs == 1 else 's'}  "
+        # a session's name may be a client's threadId: shown, never obeyed
+        name = printable(s.name or s.id)
+        typer.echo(f"{name:<28} {s.runs:>3} run{'' if s.runs == 1 else 's'}  "
                    f"{s.last_status or '-':<12} {_when(s.updated_at)}")
 
 
@@ -67,7 +70,7 @@ def show(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt =
                                "runs": [_run_json(store, r) for r in runs]},
                               indent=2, ensure_ascii=False))
         return
-    typer.echo(f"session {info.name or info.id} ({info.id}), {len(runs)} run(s)")
+    typer.echo(f"session {printable(info.name or info.id)} ({info.id}), {len(runs)} run(s)")
     for r in runs:
         _show_run(store, r, "")
 
@@ -86,20 +89,20 @@ def _show_run(store, r, pad: str) -> None:
 
     st = r.state
     typer.echo(f"\n{pad}{r.id}  {r.status}  {_when(r.created_at)}")
-    typer.echo(f"{pad}  {'task' if pad else 'you'}: {r.question}")
+    typer.echo(f"{pad}  {'task' if pad else 'you'}: {printable(r.question, lines=True)}")
     for step in st.steps:
         for call in step.calls:
             typer.echo(f"{pad}  {step.index}. {call.tool} "
                        f"{json.dumps(call.args, ensure_ascii=False)[:100]}")
     if r.status == COMPLETED:
         answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
-        typer.echo(f"{pad}  answer: {answer}")
+        typer.echo(f"{pad}  answer: {printable(answer, lines=True)}")
     elif r.status == NEEDS_HUMAN and st.pending and not pad:
         typer.echo(f"{pad}  waits: {resume_command(r.id, st.pending.model_dump())}")
     elif r.status == INTERRUPTED and not pad:
         typer.echo(f"{pad}  go on: jsonagent resume {r.id}")
     elif st.error:
-        typer.echo(f"{pad}  error: {st.error}")
+        typer.echo(f"{pad}  error: {printable(st.error, lines=True)}")
     for sub in store.sub_runs(r.id):
         _show_run(store, sub, pad + "  │ ")
 
@@ -130,4 +133,4 @@ def delete(name: NameArg, output: OutputOpt = OutputChoice.text, store: StoreOpt
     if output is OutputChoice.json:
         typer.echo(json.dumps({"deleted": info.id, "name": info.name}))
     else:
-        typer.echo(f"deleted session {info.name or info.id} ({info.runs} run(s))")
+        typer.echo(f"deleted session {printable(info.name or info.id)} ({info.runs} run(s))")

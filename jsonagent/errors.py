@@ -176,9 +176,12 @@ class SessionBusy(RunError):
     """Another run of this session is going, queued, or waiting for a person (then
     `waiting` names that run, so that each front end can say how to answer it)."""
 
-    def __init__(self, message: str, waiting: str | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, waiting: str | None = None, holder: str | None = None):
+        super().__init__(f"{message} ({holder})" if holder else message)
         self.waiting = waiting
+        self.public = message
+        """The message without `holder` (the pid and host of the process that holds the
+        run): what a server tells its clients, who have no business knowing them."""
 
 
 class Conflict(RunError):
@@ -283,7 +286,12 @@ def retry_after_s(headers) -> float | None:
 
 
 class Held(Exception):
-    """The run or session is another live process's for now (never leaves the stores)."""
+    """The run or session is another live process's for now (never leaves the stores).
+    `holder` says which process, for SessionBusy."""
+
+    def __init__(self, message: str, holder: str | None = None):
+        super().__init__(message)
+        self.holder = holder
 
 
 class MissingRef(Exception):

@@ -162,6 +162,43 @@ def test_a_busy_session_names_the_http_route_to_answer(serve):
 
 
 
+def test_a_session_another_process_runs_is_a_409_without_its_pid_or_host(serve):
+    """The store knows which process holds the run (its pid and host): the server's log
+    says so, its client is only told the session is busy."""
+    import os
+    import socket
+    import threading
+
+    from jsonagent import Agent, tool
+    from jsonagent.store import default_store
+    from jsonagent.testing import ScriptedModel, step
+
+    server = serve([DONE])
+    release, started = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Holds the run."""
+        started.set()
+        release.wait(30)
+        return "held"
+
+    agent = Agent(model=ScriptedModel([step("hold", {}, "hold"), DONE]), tools=[hold],
+                  store=default_store())
+    held = threading.Thread(target=agent.run, args=("hold it",), kwargs={"session": "desk"})
+    held.start()
+    try:
+        assert started.wait(20)
+        with server.client as c:
+            r = c.post("/v1/runs", json={"input": "again", "session": "desk"})
+    finally:
+        release.set()
+        held.join(30)
+    assert r.status_code == 409 and "session busy" in r.json()["error"], r.text
+    for secret in (f"pid {os.getpid()}", socket.gethostname()):
+        assert secret not in r.text and secret in server.output()
+
+
 def test_sigterm_after_a2a_use_and_with_a_stream_open_ends_cleanly_and_soon(serve):
     import asyncio
     import signal

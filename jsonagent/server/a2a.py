@@ -94,7 +94,8 @@ class RunExecutor(AgentExecutor):
         try:
             run_id, after = await asyncio.to_thread(self._run_for, context)
         except (Conflict, SessionBusy, ValueError) as exc:
-            await updater.failed(updater.new_agent_message([new_text_part(str(exc))]))
+            said = exc.public if isinstance(exc, SessionBusy) else str(exc)  # no pid, no host
+            await updater.failed(updater.new_agent_message([new_text_part(said)]))
             return
         await asyncio.to_thread(remember_run, self.runner.store, context.task_id, run_id)
         if after is None:  # a call done again finds its run waiting for a person, or ended

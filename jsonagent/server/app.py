@@ -8,6 +8,7 @@ runner's worker threads.
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextlib import asynccontextmanager
 from importlib import resources
 
@@ -22,6 +23,8 @@ from .routes import router
 from .runner import Runner
 from .shapes import error as _error
 from .wakeups import Wakeups
+
+log = logging.getLogger("jsonagent.server")
 
 MAX_BODY = 1 << 20
 """Bytes a request body may hold."""
@@ -80,7 +83,8 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
         if exc.waiting:  # over HTTP, the answer goes to the API, not to `jsonagent resume`
             return _error(409, f"this session's run {exc.waiting} waits for a person: answer "
                                f"it with POST /v1/runs/{exc.waiting}/respond")
-        return _error(409, str(exc))
+        log.warning("%s %s: 409, %s", request.method, request.url.path, exc)  # its holder too
+        return _error(409, exc.public)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz():

@@ -106,7 +106,7 @@ class Link:
                 return self.call(work)
             except Held as exc:
                 if time.monotonic() >= deadline:
-                    raise SessionBusy(f"session busy: {exc}") from None
+                    raise SessionBusy(f"session busy: {exc}", holder=exc.holder) from None
                 time.sleep(0.1)
             except self._psycopg.errors.UniqueViolation:  # the index saw another node's run
                 raise SessionBusy("session busy: another node started a run of this session "

@@ -245,7 +245,7 @@ class SQLiteStore(CallLog, Told):
         died is marked interrupted, so it can be resumed when someone asks."""
         who = owner(text)
         if who.alive(beat):
-            raise Held(f"run {run_id} is running (pid {who.pid} on {who.host})")
+            raise Held(f"run {run_id} is running", f"pid {who.pid} on {who.host}")
         db.execute("UPDATE runs SET status = ? WHERE id = ?", (INTERRUPTED, run_id))
 
     def _retry(self, claim: Callable[[sqlite3.Connection], RunState], wait_s: float) -> RunState:
@@ -256,7 +256,7 @@ class SQLiteStore(CallLog, Told):
                     return claim(db)
             except Held as exc:
                 if time.monotonic() >= deadline:
-                    raise SessionBusy(f"session busy: {exc}") from None
+                    raise SessionBusy(f"session busy: {exc}", holder=exc.holder) from None
                 time.sleep(0.05)
 
     def record(self, event: Any, state: RunState) -> None:

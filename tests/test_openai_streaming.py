@@ -85,3 +85,29 @@ def test_a_cancel_mid_stream_closes_it():
         took = time.monotonic() - t0
         assert stub.hung_up.wait(5)  # the server saw the connection closed
     assert rest[-1].status == "interrupted" and took < 2
+
+
+def test_a_whole_reply_that_outlasts_the_read_timeout_is_asked_for_streamed(caplog):
+    """A local server writes a whole reply of 1,024 tokens under its grammar in more than the
+    read timeout, and sends nothing until then: asked again whole, it timed out again, four
+    times, and the run failed after 620 s. Streamed, the same reply comes within the timeout
+    of each token, and so does every reply after it."""
+    call = json.dumps(step("TaskCompleteTool", {"output": "4"}, "two and two"))
+
+    def slow(body):
+        if not body.get("stream"):
+            time.sleep(1.5)  # writing it all before a byte is sent
+            return 200, completion(call)
+        out = streamed([call[i:i + 8] for i in range(0, len(call), 8)])
+        out.delay = 0.1  # in all longer than the timeout, but never silent that long
+        return 200, out
+
+    with OpenAIStub([slow] * 3) as stub, caplog.at_level(logging.WARNING):
+        m = model(stub, timeout=0.6, detect=False)
+        r = Agent(model=m, config=AgentConfig(thought_max_chars=None)).run("x")
+        again = m.complete([{"role": "user", "content": "x"}], None)
+        m.close()
+    assert r.ok and r.answer == "4", r.error
+    assert [bool(q["body"].get("stream")) for q in stub.requests] == [False, True, True]
+    assert again.text == call
+    assert "sent no whole reply within 0.6 s; streaming replies from now on" in caplog.text

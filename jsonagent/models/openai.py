@@ -121,6 +121,7 @@ class OpenAIModel:
         # The SDK's retries stay off (max_retries 0): one loop retries, ours (fallback.py).
         # Its async client, on an event loop of our own, so that a cancel of the run cancels
         # the request and closes its connection (the server then stops generating).
+        self.timeout = timeout
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                                           max_retries=max_retries)
         self._openai = openai
@@ -128,6 +129,8 @@ class OpenAIModel:
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
         self._schema_as_json_object = False
         self._streams = True
+        self._slow_whole = False
+        """A whole reply outlasted the read timeout once: the rest are streamed."""
         self._parallel = True
         """False once the endpoint refused parallel_tool_calls: it goes no more."""
         self._said_no_usage = False
@@ -158,10 +161,10 @@ class OpenAIModel:
             kwargs["max_tokens"] = self.max_tokens
         if parallel_tool_calls and self._parallel:
             kwargs["parallel_tool_calls"] = True
-        streamed = on_delta is not None and self._streams
+        streamed = self._streams and (on_delta is not None or self._slow_whole)
         try:
-            text, u, finish = self._request(self._streamed(kwargs, on_delta) if streamed
-                                            else self._whole(kwargs))
+            text, u, finish = self._request(self._streamed(kwargs, on_delta or _ignore)
+                                            if streamed else self._whole(kwargs))
         except self._openai.APIStatusError as exc:
             detail = detail_of(exc)
             if streamed and refuses_streaming(exc.status_code, detail):
@@ -185,6 +188,15 @@ class OpenAIModel:
                                   retry_after=retry_after_s(getattr(response, "headers", None)),
                                   **self._where) from None
         except self._openai.APITimeoutError:
+            if not streamed and self._streams and not self._slow_whole:
+                # a whole reply sends nothing until it is written: a local server writing
+                # 1,024 tokens under its grammar outlasts the read timeout, and tried again
+                # whole it times out again (a run failed after 620 s so). Streamed, each
+                # token shows it is alive, and the read timeout catches only a silent one.
+                self._slow_whole = True
+                log.warning("%s sent no whole reply within %g s; streaming replies from "
+                            "now on", self.base_url, self.timeout)
+                return again()
             raise ModelTimeout(f"{self.base_url} timed out", **self._where) from None
         except self._openai.APIConnectionError as exc:
             raise ModelUnavailable(f"cannot reach {self.base_url}: {exc.__cause__ or exc}",
@@ -389,3 +401,7 @@ class OpenAIModel:
         if status >= 500:
             hint = "server error"
         return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
+
+
+def _ignore(piece: str) -> None:
+    """Where a reply streamed for the transport's sake, not for a watcher, sends its pieces."""

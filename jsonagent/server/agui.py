@@ -27,7 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from ..calls import call_index
+from ..calls import ONCE_ANSWERS, call_index, once_question
 from ..errors import ConfigError, Conflict, Unknown
 from ..events import Delta
 from ..session import NAME_MAX
@@ -52,6 +52,12 @@ SCHEMAS = {
                  "required": ["approved"], "additionalProperties": False},
     "question": {"type": "object", "properties": {"answer": {"type": "string"}},
                  "required": ["answer"], "additionalProperties": False},
+    # a `once` call the run stopped inside: did its effect happen? (calls.py's answers)
+    "once": {"type": "object", "properties": {
+        "answer": {"enum": list(ONCE_ANSWERS), "description": "happened: it went through; "
+                   "again: run it again, with its key; fail: fail the step"},
+        "reason": {"type": "string"}},
+        "required": ["answer"], "additionalProperties": False},
 }
 """What a resume entry's payload holds, per pending kind (each interrupt's responseSchema)."""
 
@@ -173,12 +179,13 @@ def _resume(runner: Runner, body: RunAgentInput, last: Any, waiting: Any) -> Pla
     decisions = {}
     for entry in entries:
         item = open_ids[entry.interrupt_id]
-        kind = "question" if item.kind == "question" else "approval"
-        problem = _invalid(entry.payload, SCHEMAS[kind])
+        problem = _invalid(entry.payload, SCHEMAS[item.kind])
         if problem is not None:
             return Plan(problem=f"interrupt {entry.interrupt_id}: the payload {problem}")
         payload = entry.payload
-        decisions[item.id] = {"answer": payload["answer"]} if kind == "question" else \
+        decisions[item.id] = {"answer": payload["answer"]} if item.kind == "question" else \
+            {"answer": payload["answer"], "reason": payload.get("reason")} \
+            if item.kind == "once" else \
             {"approve": payload["approved"], "reason": payload.get("reason")}
     if not waiting.state.pending.items:
         return _answer(runner, waiting, decisions[waiting.state.pending.id])
@@ -281,6 +288,9 @@ def _interrupts(runner: Runner, info: Any) -> list[dict[str, Any]]:
         if pending.kind == "approval":
             item["toolCallId"] = pending.id or _waiting_call(runner, info)
             item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
+        elif pending.kind == "once":
+            item["toolCallId"] = pending.id or _waiting_call(runner, info)
+            item["message"] = once_question(pending.tool, pending.args, pending.key)
         else:
             item["message"] = pending.question or ""
         out.append(item)

@@ -345,6 +345,27 @@ def test_an_evaluator_error_and_a_factory_error_are_errors_too(tmp_path):
     assert runs["judged"].verdict == "error" and "ZeroDivisionError" in runs["judged"].why
 
 
+def test_a_plain_function_is_an_evaluator_and_anything_else_is_refused_as_the_case_is_built():
+    """`evaluators=[my_function]` failed when the eval ran, with an AttributeError."""
+    def is_short(case, result):
+        return len(result.answer) < 5, f"{len(result.answer)} characters"
+
+    def factory(case, variant):
+        return Agent(model=ScriptedModel([step("TaskCompleteTool", {"output": "1024"})]),
+                     tools=[])
+
+    ds = Dataset(cases=[Case(input="a", name="own", evaluators=[is_short])],
+                 evaluators=[lambda case, result: result.status == "completed"])
+    run = ds.run(factory).runs[0]
+    assert run.verdict == "pass"
+    assert {s["name"]: (s["passed"], s["reason"]) for s in run.scores} == {
+        "<lambda>": (True, ""), "is_short": (True, "4 characters")}
+    with pytest.raises(ValueError, match="Status is a class: an evaluator is an instance"):
+        Case(input="a", evaluators=[Status])
+    with pytest.raises(ValueError, match="'completed' is not an evaluator: give an Evaluator"):
+        Case(input="a", evaluators=["completed"])
+
+
 def test_results_of_another_dataset_are_refused(tmp_path):
     def factory(case, variant):
         return Agent(model=ScriptedModel([step("TaskCompleteTool", {"output": "x"})]), tools=[])

@@ -20,6 +20,7 @@ class Case(BaseModel):
     expected: Any = None
     """The answer: text (equal after trimming), a number, or an object (equal field by field)."""
     evaluators: list[Any] = []
+    """Evaluators, or functions `(case, result) -> bool | float | (score, reason)`."""
     human: list[str] = []
     """The person's answers to the agent's questions, in order."""
     human_after: str | None = None
@@ -33,6 +34,11 @@ class Case(BaseModel):
     mcp: list[str] = []
     mcp_config: list[str] = []
     max_steps: int | None = Field(None, ge=1)
+
+    @field_validator("evaluators")
+    @classmethod
+    def _evaluators(cls, value):
+        return [ev.evaluator(v) for v in value]
 
     @field_validator("approve")
     @classmethod

@@ -24,7 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import EvalError, read_text
 from ..tools.schema import AUTHORED, schema_problem
@@ -44,11 +44,16 @@ class Dataset(BaseModel):
 
     cases: list[Case]
     evaluators: list[Any] = []
-    """Applied to every case."""
+    """Applied to every case (as a case's own: Evaluators, or functions)."""
     variants: list[Variant] = []
     path: Path | None = None
     hash: str = ""
     """sha256 of the file (of the cases, for a dataset built in code), 16 hex digits."""
+
+    @field_validator("evaluators")
+    @classmethod
+    def _evaluators(cls, value):
+        return [ev.evaluator(v) for v in value]
 
     @classmethod
     def load(cls, path: str | Path) -> Dataset:

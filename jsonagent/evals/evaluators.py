@@ -353,5 +353,21 @@ class Python(Evaluator):
         return obj
 
 
+def evaluator(value: Any) -> Evaluator:
+    """An item of a case's or a dataset's `evaluators` built in Python: an Evaluator, or a
+    plain function, called as Python's is, `(case, result) -> bool | float | (score,
+    reason)`; anything else is refused as the Case is built, not when the eval runs."""
+    if isinstance(value, Evaluator):
+        return value
+    if isinstance(value, type):
+        raise ValueError(f"{value.__name__} is a class: an evaluator is an instance of one, "
+                         f"{value.__name__}(...)")
+    if callable(value):
+        return Python(value)
+    raise ValueError(f"{value!r} is not an evaluator: give an Evaluator (Equals(...), "
+                     f"Python(...)) or a function (case, result) -> bool | float | "
+                     f"(score, reason)")
+
+
 def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"

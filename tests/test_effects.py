@@ -321,3 +321,37 @@ def test_ctrl_c_inside_a_once_call_in_a_chat_without_a_store_asks_as_the_next_tu
         done = chat.run("it happened")
     assert done.status == "completed"
     assert ledger.sent == [call_key(stopped.run_id, 1)]
+
+
+def test_ctrl_c_in_jsonagent_run_inside_a_once_call_then_resume_asks(tmp_path):
+    """A real Ctrl-C (SIGINT to the process group) while a payment's answer is awaited: the
+    run exits 4 naming the question, `jsonagent resume` asks it, and the answer finishes the
+    run without paying again."""
+    from slow_tools import ctrl_c_once_written
+
+    ledger, db = tmp_path / "ledger.txt", tmp_path / "runs.db"
+    (tmp_path / "payer.py").write_text(
+        "import time\nfrom jsonagent.calls import current_key\n\n"
+        f"def pay(amount):\n    with open({str(ledger)!r}, 'a') as f:\n"
+        "        f.write(current_key() + '\\n')\n    time.sleep(30)\n    return 'paid'\n")
+    spec = tmp_path / "pay.json"
+    spec.write_text(json.dumps([{"name": "pay", "description": "Pays.", "handler": "payer:pay",
+                                 "effects": "once",
+                                 "parameters": [{"name": "amount", "type": "integer"}]}]))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([json.dumps(step("pay", {"amount": 3}, "pay")),
+                                  json.dumps(DONE)]))
+    common = ["--store", db, "--model", f"scripted:{script}", "--tools", spec]
+    stopped = ctrl_c_once_written(["run", "pay 3", *common], ledger, 1)
+    [key] = ledger.read_text().split()
+    run = key.rsplit(".", 2)[0]
+    assert stopped.returncode == 4, stopped.stderr
+    assert f"(key {key}) started before the run was interrupted" in stopped.stderr
+    assert f"jsonagent resume {run} --answer happened" in stopped.stderr
+    cli = [sys.executable, "-m", "jsonagent", "resume", run, *map(str, common)]
+    asked = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert asked.returncode == 2 and f"what became of a call of pay (key {key})" in asked.stderr
+    done = subprocess.run([*cli, "--answer", "happened"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+    assert ledger.read_text().split() == [key]  # paid once

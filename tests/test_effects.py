@@ -355,3 +355,42 @@ def test_ctrl_c_in_jsonagent_run_inside_a_once_call_then_resume_asks(tmp_path):
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
     assert ledger.read_text().split() == [key]  # paid once
+
+
+def test_ctrl_c_in_a_step_of_several_calls_asks_only_about_the_once_call(tmp_path):
+    """Side by side, the `once` call is asked about (an item named by its key); the call
+    beside it, whose effects let it, is told it was interrupted."""
+    from jsonagent import AgentConfig
+
+    ledger, looked = Ledger(), []
+
+    @tool(effects="once")
+    def pay(amount: int, ctx: RunContext) -> str:
+        """Pays."""
+        ledger.charge(ctx.call_id, amount)
+        if len(ledger.sent) == 1:
+            time.sleep(0.3)  # the look beside it has begun
+            raise KeyboardInterrupt
+        return f"paid {amount}"
+
+    @tool(effects="idempotent")
+    def look(q: str) -> str:
+        """Looks."""
+        looked.append(q)
+        time.sleep(5)
+        return "found"
+
+    both = {"thought": "both", "calls": [{"tool_name": "pay", "args_list": {"amount": 3}},
+                                         {"tool_name": "look", "args_list": {"q": "bill"}}]}
+    agent = Agent(model=ScriptedModel([both, DONE], replay=True), tools=[pay, look],
+                  store=tmp_path / "runs.db", config=AgentConfig(parallel_calls=2))
+    stopped = agent.run("pay and look")
+    run = stopped.run_id
+    key = call_key(run, 1, 0)
+    assert stopped.status == "needs_human" and looked == ["bill"]
+    assert stopped.pending.model_dump() == {"kind": "once", "tool": "pay", "args": {"amount": 3},
+                                            "key": key, "id": key}
+    assert stopped.steps[0].calls[1].observation == {
+        "error": "interrupted by the user before the tool finished"}
+    done = agent.resume(run, answer="happened")
+    assert done.status == "completed" and ledger.sent == [key]

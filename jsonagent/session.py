@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from . import events as ev
 from . import tracing
 from .bridge import bridge, drain
-from .calls import once_answer
+from .calls import call_key, once_answer
 from .cancel import CancelToken, on_caller
 from .ctrlc import ctrl_c_held, ctrl_c_watched
 from .journal import Journal
@@ -311,9 +311,14 @@ def _closed(last: RunState) -> list[Message]:
     if last.status != COMPLETED and last.pending is None and history \
             and history[-1].role == "assistant":
         step = json.loads(history[-1].content)
-        for call in step.get("calls") or [step]:
-            body = {"tool_name": call.get("tool_name", ""),
-                    "response": {"error": note("tool_interrupted")}}
+        # a `once` call with no result (its question abandoned, its run cancelled as it
+        # waited): told only "interrupted", the model would make it again under a new key
+        unknown = {o.key for o in last.once if o.ended in (None, "cut_short")}
+        index = last.steps[-1].index if last.steps else 0
+        for i, call in enumerate(step.get("calls") or [step]):
+            key = call_key(last.run_id, index, i)
+            told = note("once_unknown", key=key) if key in unknown else note("tool_interrupted")
+            body = {"tool_name": call.get("tool_name", ""), "response": {"error": told}}
             history = [*history, Message(role="observation", content=json.dumps(body))]
     return history
 

@@ -394,3 +394,22 @@ def test_ctrl_c_in_a_step_of_several_calls_asks_only_about_the_once_call(tmp_pat
         "error": "interrupted by the user before the tool finished"}
     done = agent.resume(run, answer="happened")
     assert done.status == "completed" and ledger.sent == [key]
+
+
+def test_a_new_run_after_an_abandoned_once_question_is_told_the_call_may_have_happened(
+        tmp_path):
+    """The question cancelled unanswered (as the server's cancel does), the session's next
+    run is not told the call was merely interrupted, which reads as "it failed"."""
+    ledger = Ledger()
+    agent = _ctrl_c_payer(ledger, tmp_path / "runs.db")
+    stopped = agent.run("pay 3", session="bills")
+    key = call_key(stopped.run_id, 1)
+    store = open_store(tmp_path / "runs.db")
+    assert store.end_run(stopped.run_id, "interrupted", "cancelled", ("needs_human",))
+    seen = []
+    after = Agent(model=ScriptedModel(lambda m, f: (seen.append(m[-2]), DONE)[1]),
+                  tools=list(agent.toolset), store=tmp_path / "runs.db").run(
+                      "anything else?", session="bills")
+    assert after.status == "completed" and ledger.sent == [key]
+    told = seen[0]["content"] if isinstance(seen[0], dict) else seen[0].content
+    assert f"nobody said whether it went through (key {key})" in told

@@ -65,10 +65,11 @@ def _answer(server, thread: str, item: dict, payload: dict) -> list[dict]:
 def test_a_client_gone_mid_once_call_leaves_an_interrupt_that_resume_answers(serve, tmp_path):
     ledger, release, spec = _payer(tmp_path)
     server = serve([PAY, DONE], "--tools", str(spec))
+    run_id = None
     with server.client as c, c.stream("POST", "/ag-ui", json=body("pays", "pay 3")) as r:
         for line in r.iter_lines():  # until the call is stored, then the payment is under way
             event = json.loads(line[5:]) if line.startswith("data:") else {}
-            run_id = event.get("runId", locals().get("run_id"))
+            run_id = event.get("runId") or run_id
             if event.get("type") == "TOOL_CALL_END":
                 break
         [key] = _paid(ledger)
@@ -84,7 +85,8 @@ def test_a_client_gone_mid_once_call_leaves_an_interrupt_that_resume_answers(ser
     release.touch()
     assert ledger.read_text().split() == [key]  # paid once
     done = server.get(run_id)
-    assert done["status"] == "completed" and "went through" in done["steps"][0]["observation"]["note"]
+    assert done["status"] == "completed"
+    assert "went through" in done["steps"][0]["observation"]["note"]
 
 
 def test_a_once_pending_is_an_interrupt_with_a_response_schema_and_again_keeps_the_key(
@@ -108,7 +110,7 @@ def test_a_once_pending_is_an_interrupt_with_a_response_schema_and_again_keeps_t
     assert [e["type"] for e in events] == ["RUN_ERROR"] and "responseSchema" in events[0]["message"]
     assert server.get(run_id)["status"] == "requires_action"
     release.touch()  # the API answers at once this time
-    events = _answer(server, "bills", item, {"answer": "again", "reason": "the bank has no record"})
+    events = _answer(server, "bills", item, {"answer": "again", "reason": "no record of it"})
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"] == "42", events[-3:]
     assert ledger.read_text().split() == [key, key]  # sent again under its key: charged once
     assert server.get(run_id)["steps"][0]["observation"] == "paid"

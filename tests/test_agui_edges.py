@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from test_server import ASK, DONE, serve  # noqa: F401  (the fixture)
+from test_server import ASK, DONE, read_sse, serve  # noqa: F401  (the fixture)
 from jsonagent.testing import step
 
 
@@ -104,6 +104,36 @@ def test_a_cancelled_resume_entry_cancels_the_run(serve):
         {"interruptId": item["id"], "status": "cancelled"}]))
     assert events[-1]["outcome"] == {"type": "cancelled"}
     assert server.get(events[0]["runId"])["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("order", ["follow, then drop", "drop, then follow", "drop only"])
+def test_a_reconnect_with_the_same_input_follows_the_run_the_dropped_stream_leaves(serve, order):
+    """The same input again (a reconnect) follows the same run, whether it comes before the
+    old stream drops or soon after: that drop does not cancel a run another stream follows.
+    A stream dropped for good still cancels its run."""
+    import time
+
+    server = serve([step("wait", {"seconds": 4}, "wait a while"), DONE])
+    with server.client as c:
+        first = c.stream("POST", "/ag-ui", json=body("again"))
+        a = first.__enter__()
+        seen = read_sse(a, until=lambda e: e["type"] == "TOOL_CALL_END")
+        run_id = seen[0]["data"]["runId"]
+        if order != "follow, then drop":
+            first.__exit__(None, None, None)
+            if order == "drop only":
+                assert server.wait(run_id, "cancelled", timeout=10)["steps"][0][
+                    "observation"] != "waited"
+                return
+            time.sleep(0.5)
+        with c.stream("POST", "/ag-ui", json=body("again")) as b:
+            events = [e["data"] for e in read_sse(b, until=lambda e: e["type"] == "RUN_STARTED")]
+            if order == "follow, then drop":
+                first.__exit__(None, None, None)
+            events += [e["data"] for e in read_sse(b)]
+    assert events[0]["runId"] == run_id
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert server.get(run_id)["status"] == "completed"
 
 
 def test_a_resume_on_another_node_sharing_postgresql(tmp_path, pg_url):

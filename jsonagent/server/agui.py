@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,10 @@ PATH = "/ag-ui"
 MESSAGE_KEY = "agui_message"
 """Where a run's config records the id of the AG-UI message that started it: the same
 input sent again (a reconnect) follows that run instead of starting another."""
+
+RECONNECT_S = 2.0
+"""Seconds a client that dropped its stream has to send the input again before its run is
+cancelled."""
 
 SCHEMAS = {
     "approval": {"type": "object", "properties": {"approved": {"type": "boolean"},
@@ -319,17 +324,19 @@ async def _stream(runner: Runner, wakeups: Wakeups, request: Request, thread: st
     yield StateSnapshotEvent(snapshot=snapshot(info))
     translator = Translator(run_id, runner.front.deps.toolset.final.name)
     ended = None
+    events = follow(runner, wakeups, run_id, plan.after, request, deltas=True, subs=plan.subs,
+                    through_pauses=False)
     try:
-        async for stored, event in follow(runner, wakeups, run_id, plan.after, request,
-                                          deltas=True, subs=plan.subs, through_pauses=False):
-            if isinstance(event, Delta):
-                out = translator.delta(event)
-            else:
-                out = translator.event(event)
-                if stored and event["type"] == "run_end":
-                    ended = event
-            for e in out:
-                yield e
+        async with aclosing(events):  # closed here, not when collected: it follows no more
+            async for stored, event in events:
+                if isinstance(event, Delta):
+                    out = translator.delta(event)
+                else:
+                    out = translator.event(event)
+                    if stored and event["type"] == "run_end":
+                        ended = event
+                for e in out:
+                    yield e
     finally:
         if ended is None and not runner.stopping.is_set():
             _abandoned(runner, run_id)
@@ -369,8 +376,12 @@ async def _finish(runner: Runner, thread: str, run_id: str, end: dict[str, Any])
 
 def _abandoned(runner: Runner, run_id: str) -> None:
     """The client went away mid-run: its run is cancelled, unless it waits for a person
-    (an answer may come from anywhere). Not awaited: the request is being torn down."""
+    (an answer may come from anywhere), or another stream follows it by then: the same input
+    again (a reconnect, before or within RECONNECT_S after this one dropped) follows the same
+    run, which goes on for it. Not awaited: the request is being torn down."""
     def cancel() -> None:
+        if runner.live.watched(run_id):
+            return
         try:
             info = runner.get(run_id)
             if public_status(info) not in SERVER_FINAL and info.status != NEEDS_HUMAN:
@@ -378,5 +389,6 @@ def _abandoned(runner: Runner, run_id: str) -> None:
         except Exception as exc:  # it ended meanwhile, or the store is down: nothing to do
             log.info("run %s: not cancelled after the client left: %s", run_id, exc)
 
-    asyncio.get_running_loop().run_in_executor(None, cancel)
+    loop = asyncio.get_running_loop()
+    loop.call_later(RECONNECT_S, loop.run_in_executor, None, cancel)
 

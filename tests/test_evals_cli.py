@@ -162,6 +162,28 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
     assert line["extra"]["verdict"] == "pass"
 
 
+@pytest.mark.parametrize("damage,said", [
+    (lambda line: line.update(extra="x"), 'not the results of an eval: the line has no "extra" object'),
+    (lambda line: line["extra"].update(scores=5), "extra.scores is 5, not a list"),
+    (lambda line: line["usage"].update(prompt_tokens=None), "usage.prompt_tokens is None, not an integer"),
+], ids=["extra", "scores", "usage"])
+def test_a_damaged_results_line_is_one_line_naming_it_and_the_file_is_kept(tmp_path, damage, said):
+    """It was `internal error: AttributeError` (or a TypeError), before and after the runs."""
+    model = script(tmp_path / "s.json", DONE)
+    ds = dataset(tmp_path, "cases:\n  - {input: a, expected: '1024'}\n  - {input: b}\n")
+    out = tmp_path / "cases.results.jsonl"
+    assert cli("eval", ds, "-m", model).returncode == 0
+    lines = out.read_text().splitlines()
+    second = json.loads(lines[1])
+    damage(second)
+    out.write_text("\n".join([lines[0], json.dumps(second)]) + "\n")
+    kept = out.read_bytes()
+    for proc in cli("eval", ds, "-m", model, "--repeat", "2", "--retry-errors"), \
+            cli("eval", "compare", out, out):
+        assert proc.returncode == 2 and proc.stderr == f"error: {out}:2: {said}\n"
+    assert out.read_bytes() == kept  # no run added, none taken out
+
+
 def test_retry_errors_leaves_a_run_whose_once_call_went_through_unless_forced(tmp_path):
     """A model error after a payment went through (issue 58, finding 4): run again, the
     payment would go under a new key, which the payment API's idempotency check cannot

@@ -15,7 +15,7 @@ import re
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -119,8 +119,11 @@ def read_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
-def read_results(path: str | Path) -> list[dict]:
-    """The lines of a results file; a torn last line (the writer was killed) is left out."""
+def read_results(path: str | Path, check: Callable[[dict], str | None] | None = None
+                 ) -> list[dict]:
+    """The lines of a results file; a torn last line (the writer was killed) is left out.
+    `check` says what is wrong with a line that its reader could not use (None: nothing),
+    which is refused with the file and the line's number; the file is left as it is."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -141,6 +144,9 @@ def read_results(path: str | Path) -> list[dict]:
         if not isinstance(data, dict) or not isinstance(data.get("id"), str) \
                 or "status" not in data:
             raise BatchError(f"{path}:{n}: not a results line; is --out the right file?")
+        problem = check(data) if check is not None else None
+        if problem is not None:
+            raise BatchError(f"{path}:{n}: {problem}")
         results.append(data)
     return results
 

@@ -97,10 +97,9 @@ def run(ctx: typer.Context,
     counted apart and left out of the pass rate. Run the same command again to finish an
     interrupted eval: finished runs are kept. Exit 0 when done, 1 when --fail-under is not
     met, 2 for a bad dataset or option, 130 when interrupted."""
-    from ..batch import read_results
     from ..errors import ConfigError
     from ..evals import Dataset
-    from ..evals.runner import errored, key, repeats, run as run_eval
+    from ..evals.runner import errored, key, repeats, results_of, run as run_eval
 
     models = list(ctx.params["model"] or [])
     ctx.params["model"] = None  # RunOptions holds one model; the variants hold the others
@@ -113,7 +112,7 @@ def run(ctx: typer.Context,
     if report is not None and not report.resolve().parent.is_dir():
         raise ConfigError(f"--report {report}: no such directory {report.resolve().parent}")
     out = output or dataset.with_suffix(".results.jsonl")
-    done = {r["id"] for r in read_results(out)} if out.exists() else set()
+    done = {r["id"] for r in results_of(out, data)}  # each line checked before any is read
     if force and not retry_errors:
         raise ConfigError("--force goes with --retry-errors: it runs again what that leaves")
     if retry_errors and done:

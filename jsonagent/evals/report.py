@@ -60,6 +60,56 @@ class Run:
                    dataset=extra.get("dataset"))
 
 
+_NONE, _NUMBER = type(None), (int, float)
+_FIELDS = {  # what Run.of, the summaries and the HTML report read of a line, and their types
+    "": {"status": (str,), "steps": (int,), "seconds": _NUMBER, "usage": (dict, _NONE),
+         "error": (str, _NONE)},
+    "extra.": {"variant": (str,), "case": (str,), "repeat": (int,), "verdict": (str,),
+               "why": (str, _NONE), "scores": (list,), "model": (str, _NONE),
+               "sampling": (dict, _NONE), "trace": (list,), "tags": (list,),
+               "dataset": (str, _NONE), "once": (list, _NONE)},
+    "usage.": {"prompt_tokens": (int,), "completion_tokens": (int,), "cost": (*_NUMBER, _NONE)},
+}
+_REQUIRED = {"status", "extra.variant", "extra.case"}
+_ITEMS = {"scores": dict, "trace": dict, "tags": str, "once": dict}
+
+
+def line_problem(line: dict) -> str | None:
+    """What keeps a results line from being read as a run of an eval (a file edited by hand,
+    or damaged), said for its reader to find; None when it can be."""
+    extra = line.get("extra")
+    if not isinstance(extra, dict):
+        return "not the results of an eval: the line has no \"extra\" object"
+    for where, data in (("", line), ("extra.", extra), ("usage.", line.get("usage") or {})):
+        for name, types in _FIELDS[where].items():
+            if name not in data:
+                if where + name in _REQUIRED:
+                    return f"not the results of an eval: {where}{name} is missing"
+            elif not isinstance(data[name], types):
+                return f"{where}{name} is {_short(data[name])}, not {_kinds(types)}"
+    for name, kind in _ITEMS.items():
+        for i, item in enumerate(extra.get(name) or ()):
+            if not isinstance(item, kind):
+                return f"extra.{name}[{i}] is {_short(item)}, not {_kinds((kind,))}"
+    for i, score in enumerate(extra.get("scores", ())):
+        if not isinstance(score.get("name"), str) or not isinstance(score.get("score"), _NUMBER):
+            return f"extra.scores[{i}] is {_short(score)}, not a score (a name and a number)"
+    if extra.get("verdict", ERROR) not in (PASS, FAIL, ERROR):
+        return f"extra.verdict is {_short(extra['verdict'])}, not pass, fail or error"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _kinds(types: tuple) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", dict: "an object",
+             list: "a list", _NONE: "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types if not (t is int and float in types)))
+
+
 @dataclass
 class Summary:
     variant: str
@@ -141,7 +191,7 @@ class Report:
         from ..batch import BatchError, read_results
 
         try:
-            lines = read_results(path)
+            lines = read_results(path, line_problem)
         except BatchError as exc:
             raise EvalError(str(exc)) from None
         if not lines and not Path(path).exists():

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..batch import Task, TaskResult, read_results, rewrite_without, run_batch, run_task
-from ..errors import EvalError
+from ..errors import BatchError, EvalError
 from ..status import FAILED
 from .case import Case, Variant
 from .evaluators import Outcome, Score
-from .report import ERROR, FAIL, PASS, Report
+from .report import ERROR, FAIL, PASS, Report, line_problem
 
 # `Dataset` is named in annotations only: dataset.py imports this module to run itself
 AgentFactory = Callable[[Case, Variant], Any]
@@ -63,7 +63,7 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
         seen.add(t.id)
     with tempfile.TemporaryDirectory(prefix="jsonagent-eval-") as scratch:
         out = Path(out) if out is not None else Path(scratch) / "results.jsonl"
-        _check_results_file(out, dataset)
+        results_of(out, dataset)
         if retry_errors and (again := errored(out, force)):
             rewrite_without(out, again)
         worker = functools.partial(EvalWorker, dataset, variants, factory, repeat, model)
@@ -77,12 +77,21 @@ def run(dataset: Dataset, factory: AgentFactory, out: str | Path | None = None, 
                                  cases=[c.name for c in dataset.cases])
 
 
-def _check_results_file(out: Path, dataset: Dataset) -> None:
-    """Lines of another dataset (or of a batch) in `out` would be taken as finished runs."""
-    for line in read_results(out):
-        if (line.get("extra") or {}).get("dataset") != dataset.hash:
+def results_of(out: Path, dataset: Dataset) -> list[dict]:
+    """The lines of `out`, each checked before any is read: lines of another dataset (or of
+    a batch) would be taken as finished runs, and a damaged one is refused by its number,
+    with the file as it was (its finished runs are never run again)."""
+    def check(line: dict) -> str | None:
+        extra = line.get("extra")
+        if extra is None or isinstance(extra, dict) and extra.get("dataset") != dataset.hash:
             raise EvalError(f"{out} holds results of another dataset (or no eval's): give "
                             "another output file, or remove it to start over")
+        return line_problem(line)
+
+    try:
+        return read_results(out, check)
+    except BatchError as exc:
+        raise EvalError(str(exc)) from None
 
 
 def errored(out: Path, force: bool = False) -> set[str]:

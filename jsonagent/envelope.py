@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from . import dialects
 from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
-from .repair import NOT_JSON, THINK, fix_keys, load_object
+from .repair import CLOSED, NOT_JSON, THINK, closes, fix_keys, load_object
 from .notes import note
 from .reply import ENVELOPE_KEYS, CallEnvelope, ParallelStep, Parsed, ReplyProblem, Step
 from .state import CallRecord
@@ -28,8 +28,11 @@ from .tools.toolset import Toolset
 
 
 def parse_reply(text: str, toolset: Toolset, cut: bool = False,
-                most: int = 1) -> Parsed | ReplyProblem:
-    """`cut`: the reply reached its token cap (the text may still have been closed validly).
+                most: int = 1, unended: bool = False) -> Parsed | ReplyProblem:
+    """`cut`: the reply reached its token cap; it is read only if its JSON is whole as
+    written. `unended`: its end is not the model's (models.ModelReply); never read. Nor is
+    a reply whose JSON the repair had to close: the repair fixes a finished reply's syntax,
+    and never completes one that was cut, whose call would run with half its arguments.
     `most`: the calls a step may make; from 2 on, the envelope holds a list of them
     (`ParallelStep`), and a reply in the one-call envelope is one call."""
     repairs: list[str] = []
@@ -37,17 +40,20 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
         strict = json.loads(text)
     except (ValueError, TypeError, RecursionError):
         strict = NOT_JSON
-    reading, note = (None if strict is not NOT_JSON else _read_dialect(text)), None
+    reading, told = (None if strict is not NOT_JSON else _read_dialect(text)), None
     if reading is not None:
-        data, note = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
+        data, told = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
     else:
         data = load_object(text, repairs, strict)
+    whole = not isinstance(data, ReplyProblem) if reading is None else _whole_action(reading)
+    if unended or CLOSED in repairs or cut and not whole:
+        return ReplyProblem("cut", note("reply_cut" if cut else "reply_unended"), repairs)
     if isinstance(data, ReplyProblem):
         return data
     if reading is None:
         data = fix_keys(data, repairs)
         if most > 1 and "calls" in data:
-            return _several(data, toolset, most, cut, repairs, strict, text)
+            return _several(data, toolset, most, repairs, strict, text)
     try:
         step = Step.model_validate(data)
     except ValidationError as exc:
@@ -59,21 +65,18 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
     if found.name != step.tool_name:
         repairs.append("tool_name_case")
         step = step.model_copy(update={"tool_name": found.name})
-    problem = _checked(found, step.args_list, cut, repairs)
+    problem = _checked(found, step.args_list, repairs)
     if problem is not None:
         return problem
     as_written = reading is None and not repairs and strict == {
         "thought": step.thought, "tool_name": step.tool_name, "args_list": step.args_list}
     return Parsed(step.thought, [CallRecord(tool=step.tool_name, args=step.args_list)],
-                  repairs, note, raw=text if as_written else None)
+                  repairs, told, raw=text if as_written else None)
 
 
-def _checked(found: Any, args: dict[str, Any], cut: bool, repairs: list[str],
+def _checked(found: Any, args: dict[str, Any], repairs: list[str],
              where: str = "") -> ReplyProblem | None:
-    """A call's arguments against its tool's schema; a final answer that may be cut off."""
-    if found.final and (cut or "closed_truncated_json" in repairs):
-        return ReplyProblem("json", "your reply was cut off at the length limit, so the final "
-                            "answer may be incomplete; send it again, shorter", repairs)
+    """A call's arguments against its tool's schema."""
     errors = found.spec.validate_args(args)
     if errors:
         shown = "; ".join(f"{where}/args_list{e.path}: {e.message}" for e in errors[:4])
@@ -82,7 +85,7 @@ def _checked(found: Any, args: dict[str, Any], cut: bool, repairs: list[str],
     return None
 
 
-def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
+def _several(data: dict[str, Any], toolset: Toolset, most: int,
              repairs: list[str], strict: Any, text: str) -> Parsed | ReplyProblem:
     """A step of 1 to `most` calls, each checked as a one-call step's is; the final tool
     only alone. A problem names the call it is in (`/calls/1/...`)."""
@@ -116,7 +119,7 @@ def _several(data: dict[str, Any], toolset: Toolset, most: int, cut: bool,
             repairs.append(f"{where}:tool_name_case")
             call = CallEnvelope.model_construct(tool_name=found.name,
                                                 args_list=call.args_list)
-        problem = _checked(found, call.args_list, cut, repairs, where)
+        problem = _checked(found, call.args_list, repairs, where)
         if problem is not None:
             return problem
         calls.append(CallRecord(tool=call.tool_name, args=call.args_list))
@@ -139,6 +142,18 @@ def _read_dialect(text: str) -> dialects.Reading | None:
     if reading is not None and act is None and "{" in text:
         return None
     return reading
+
+
+def _whole_action(reading: dialects.Reading) -> bool:
+    """Whether a text reply cut at its cap is whole: only an action whose input is a JSON
+    object as written shows where it ends; a bare input or a final answer may stop anywhere."""
+    act = reading.action
+    if act is None or act.final:
+        return False
+    try:
+        return isinstance(json.loads(act.input or ""), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _from_dialect(reading: dialects.Reading, toolset: Toolset,
@@ -244,7 +259,7 @@ def _literal(text: str) -> tuple[Any, str | None]:
         except Exception:  # the repairer has its own failure modes
             value = None
         if isinstance(value, dict) and value:
-            return value, "json_repair"
+            return value, "json_repair" if closes(text) else CLOSED
     return None, None
 
 

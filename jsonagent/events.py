@@ -115,8 +115,8 @@ class ModelCall(Event):
     latency_s: float
     json_mode: str
     finish_reason: str | None = None
-    """stop, or length when the reply reached its token cap; None in transcripts written
-    before it was recorded."""
+    """stop, or length when the reply reached its token cap; None for a stream that stopped
+    without its end, and in transcripts written before it was recorded."""
     sampling: dict[str, Any] | None = None
     """The sampling settings the request carried, as the backend sent them (None: the
     backend does not say, or a transcript written before they were recorded)."""

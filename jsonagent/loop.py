@@ -120,6 +120,8 @@ class Loop:
         Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
         warned = self._warned_tool()
+        every_try_cut = True
+        """Each reply so far was cut at its token cap before it ended: the cap is the cause."""
         for attempt in range(self.config.max_reasks + 1):
             reply = yield from self._numbered(
                 self.requests.ask(self.s, extra, index, attempt, warned))
@@ -128,22 +130,25 @@ class Loop:
                                                        cap=self.config.thought_max_chars))
             else:
                 parsed = parse_reply(reply.text, self.toolset, cut=reply.cut,
-                                     most=self.config.parallel_calls)
+                                     most=self.config.parallel_calls, unended=reply.unended)
             if parsed.repairs:
                 self.s.stats.repairs += len(parsed.repairs)
             if isinstance(parsed, Parsed):
                 self._answered = reply.model  # which model wrote it, when several could have
                 return parsed
             self.s.stats.invalid_replies += 1
+            every_try_cut = every_try_cut and reply.cut and parsed.stage == "cut"
             if attempt < self.config.max_reasks:
                 self.s.stats.reasks += 1
                 yield self._event(ev.Reask(step=index, attempt=attempt + 1, stage=parsed.stage,
                                            problem=parsed.message))
-                if self.requests.rules_out(parsed.stage, reply.cut):
+                if self.requests.rules_out(parsed.stage, reply.cut or reply.unended):
                     self.s.stats.grammar_reasks += 1
                 else:
                     extra += [Message(role="assistant", content=_head(reply)),
                               Message(role="user", content=self.style.reask(parsed, self.toolset))]
+        if every_try_cut:
+            return ReplyProblem("cut", Reason.replies_cut(self.config.reply_tokens))
         return parsed
 
     def _numbered(self, events: Iterator[ev.Event]) -> Iterator[ev.Event]:
@@ -263,6 +268,6 @@ def _call_of(item: Pending, record: StepRecord, run_id: str) -> int:
 
 def _head(reply) -> str:
     text = reply.text
-    if not reply.cut or len(text) <= HEAD:
+    if not (reply.cut or reply.unended) or len(text) <= HEAD:
         return text
     return note("cut", head=text[:HEAD], more=len(text) - HEAD)

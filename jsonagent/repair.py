@@ -29,6 +29,10 @@ _TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
 NOT_JSON = object()
 """What `strict` is for a text that did not parse as strict JSON."""
 
+CLOSED = "closed_truncated_json"
+"""The repair that closed an object the text never closed: a reply that was cut, whose
+call is never run (envelope.parse_reply)."""
+
 
 def load_object(text: str, repairs: list[str], strict: Any = NOT_JSON) -> Any:
     """`strict`: the text already parsed as strict JSON, if it did."""
@@ -105,7 +109,7 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
     if not isinstance(data, dict) or not data:
         return ReplyProblem("json", f"invalid JSON that could not be repaired: {short_json(obj, 60)}",
                             repairs)
-    repairs.append("json_repair" if closed else "closed_truncated_json")
+    repairs.append("json_repair" if closed else CLOSED)
     return data
 
 
@@ -142,6 +146,11 @@ def _code_quotes(text: str) -> dict | ReplyProblem | None:
     return ReplyProblem("json", 'invalid JSON: the code in args_list.code holds a " that ends '
                         'its string early, and no reading of it compiles; write every " '
                         'inside the code as \\" (or use \' for Python strings)')
+
+
+def closes(text: str) -> bool:
+    """Whether the object that opens `text` is closed in it (its strings honoured)."""
+    return _first_object(text, 0)[1]
 
 
 def _first_object(text: str, start: int) -> tuple[str, bool]:

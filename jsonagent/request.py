@@ -122,7 +122,8 @@ class Requester:
             self.hooks.call("after_model", s, reply)
             yield ev.ModelCall(step=index, attempt=attempt, raw=reply.text, usage=reply.usage,
                                json_mode=self._sent_mode,
-                               finish_reason="length" if reply.cut else "stop",
+                               finish_reason="length" if reply.cut else
+                               None if reply.unended else "stop",
                                sampling=reply.sampling, model=reply.model,
                                latency_s=round(time.perf_counter() - self._t0, 4))
             return reply

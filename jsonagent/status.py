@@ -129,6 +129,13 @@ class Reason:
         return f"stopped after {limit} steps without calling {final}"
 
     @staticmethod
+    def replies_cut(reply_tokens: int) -> str:
+        """Every try of a step was cut at the token cap: what sets the cap, and how to raise it."""
+        return (f"each was cut off at the token limit, reply_tokens ({reply_tokens}); raise it "
+                "with --reply-tokens N or AgentConfig(reply_tokens=N) (a model built by hand "
+                "takes its own max_tokens)")
+
+    @staticmethod
     def limit_reached(name: str, limit: str, used: str, what: str) -> str:
         """A usage limit (config.UsageLimits), by its name and as a person reads it: "limit
         tool_calls=3 reached: 3 used, and the model asked for another"."""

@@ -84,8 +84,11 @@ REACT = [
      ("ok", "lookup", {"city": "Rome"}, ["dialect:react"])),
     ("think_block", '<think>hmm</think>Thought: t\nAction: lookup\nAction Input: {"city": "Rome"}',
      ("ok", "lookup", {"city": "Rome"}, ["dialect:react"])),
-    ("repaired_json_input", 'Thought: t\nAction: add\nAction Input: {"a": 1, "b": 2',
+    ("repaired_json_input", 'Thought: t\nAction: add\nAction Input: {"a": 1 "b": 2}',
      ("ok", "add", {"a": 1, "b": 2}, ["json_repair"])),
+    # an input the repair had to close was cut: it is never run, whatever the reply's end
+    ("unclosed_json_input", 'Thought: t\nAction: add\nAction Input: {"a": 1, "b": 10',
+     ("fail", "cut", ["nothing in it was run"])),
     ("action_over_a_json_step", 'Thought: t\nAction:\n{"thought": "t", "tool_name": "add", "args_list": {"a": 1}}',
      ("ok", "add", {"a": 1}, ["extracted_object"])),
     # --- the usual defects, repaired

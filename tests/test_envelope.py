@@ -61,13 +61,14 @@ CASES = [
      ("ok", "TaskCompleteTool", {"output": "y"}, ["json_repair"])),
     ("trailing_comma", '{"thought": "t", "tool_name": "add", "args_list": {"a": 1,},}',
      ("ok", "add", {"a": 1}, ["json_repair"])),
+    # JSON the repair had to close is a reply that was cut: never run, whatever its end said
     ("truncated_closers", '{"thought": "t", "tool_name": "add", "args_list": {"a": 1',
-     ("ok", "add", {"a": 1}, ["closed_truncated_json"])),
+     ("fail", "cut", "nothing in it was run")),
     ("truncated_string", '{"thought": "t", "tool_name": "search", "args_list": {"query": "hel',
-     ("ok", "search", {"query": "hel"}, ["closed_truncated_json"])),
+     ("fail", "cut", "nothing in it was run")),
     ("truncated_final_answer_is_reasked",
      '{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": {"output": "The answer is 1',
-     ("fail", "json", "cut off")),
+     ("fail", "cut", "nothing in it was run")),
     ("braces_in_prose_first", "I will use {x} notation. " + GOOD,
      ("ok", "add", {"a": 1, "b": 2}, ["extracted_object"])),
     ("args_beside_envelope", '{"thought": "t", "tool_name": "GetTimeTools", "timezone": "Asia/Tokyo"}',
@@ -240,12 +241,38 @@ def test_recursive_tool_schema_nests_inside_the_response_schema():
     assert isinstance(parse_reply(json.dumps(good), ts), Parsed)
 
 
-def test_a_reply_cut_at_its_token_cap_is_no_final_answer_even_when_it_closed(toolset):
-    """The local decoder steers a runaway reply to a valid close in its last tokens; the
-    answer in it is still one the model did not finish."""
+def test_a_reply_steered_to_its_close_is_never_acted_on(toolset):
+    """The local decoder steers a runaway reply to a valid close in its last tokens
+    (`unended`): its JSON is whole, yet no call or answer in it is the model's to the end."""
     final = '{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": {"output": "The ans"}}'
     assert isinstance(parse_reply(final, toolset), Parsed)
-    problem = parse_reply(final, toolset, cut=True)
-    assert isinstance(problem, ReplyProblem) and "cut off" in problem.message
     step = '{"thought": "t", "tool_name": "search", "args_list": {"query": "hel"}}'
-    assert isinstance(parse_reply(step, toolset, cut=True), Parsed)  # its tool's result will tell
+    for reply in (final, step):
+        problem = parse_reply(reply, toolset, cut=True, unended=True)
+        assert isinstance(problem, ReplyProblem) and problem.stage == "cut"
+        assert "cut off at the length limit" in problem.message
+
+
+def test_a_reply_at_its_token_cap_with_whole_json_is_a_finished_one(toolset):
+    step = '{"thought": "t", "tool_name": "search", "args_list": {"query": "hello"}}'
+    parsed = parse_reply(step, toolset, cut=True)
+    assert isinstance(parsed, Parsed) and parsed.calls[0].args == {"query": "hello"}
+    cut = parse_reply(step[:-12], toolset, cut=True)  # '..."query": "he'
+    assert isinstance(cut, ReplyProblem) and cut.stage == "cut"
+    assert "cut off at the length limit" in cut.message
+
+
+def test_a_stream_that_stopped_before_its_end_is_never_acted_on_even_when_whole(toolset):
+    step = '{"thought": "t", "tool_name": "search", "args_list": {"query": "hello"}}'
+    problem = parse_reply(step, toolset, unended=True)
+    assert isinstance(problem, ReplyProblem) and problem.stage == "cut"
+    assert "stopped before it ended" in problem.message
+
+
+def test_every_call_of_a_cut_parallel_step_is_refused_with_it(toolset):
+    """The first call is whole; the second was cut: neither runs."""
+    two = ('{"thought": "t", "calls": [{"tool_name": "search", "args_list": {"query": "a"}}, '
+           '{"tool_name": "add", "args_list": {"a": 1, "b": 10')
+    for cut in (False, True):
+        problem = parse_reply(two, toolset, cut=cut, most=2)
+        assert isinstance(problem, ReplyProblem) and problem.stage == "cut", problem

@@ -440,9 +440,19 @@ def test_resume_and_rejected_answers_are_in_the_transcript(tmp_path):
 def test_a_final_answer_cut_at_the_token_cap_is_asked_again():
     from jsonagent.models import ModelReply
 
-    cut = ModelReply(text=json.dumps(step("TaskCompleteTool", {"output": "The answer is 4"})), cut=True)
-    model = ScriptedModel([cut, DONE])
+    head = json.dumps(step("TaskCompleteTool", {"output": "The answer is 4"}))[:-3]
+    model = ScriptedModel([ModelReply(text=head, cut=True), DONE])
     result = Agent(model=model, max_steps=3).run("q")
     assert result.status == "completed" and result.answer == "42"
     assert result.stats.reasks == 1
-    assert "cut off" in model.requests[1]["messages"][-1]["content"]
+    shown, told = model.requests[1]["messages"][-2:]
+    assert shown == {"role": "assistant", "content": head}  # its head, and that it was cut
+    assert "cut off at the length limit" in told["content"]
+
+
+def test_a_final_answer_at_the_token_cap_whose_json_is_whole_is_the_answer():
+    from jsonagent.models import ModelReply
+
+    whole = json.dumps(step("TaskCompleteTool", {"output": "4"}))
+    result = Agent(model=ScriptedModel([ModelReply(text=whole, cut=True)]), max_steps=3).run("q")
+    assert result.status == "completed" and result.answer == "4" and result.stats.reasks == 0

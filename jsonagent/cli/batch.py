@@ -13,13 +13,15 @@ import typer
 
 from ..status import COMPLETED
 from .exits import guarded, fail
-from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
-                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
-                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
-                      ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, ParallelCallsOpt,
-                      PromptStyleChoice, PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, TaskTimeoutOpt, TemperatureOpt,
-                      ToolsOpt, WorkersOpt, usage_limits)
+from ..config import REPLY_TOKENS
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt,
+                      CheckAnswersOpt, ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt,
+                      JsonModeOpt, LimitOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt,
+                      McpOpt, McpPrefixOpt, ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt,
+                      ParallelCallsOpt, PromptStyleChoice, PromptStyleOpt, RayAddressOpt,
+                      ReplyTokensOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
+                      StoreOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt,
+                      usage_limits)
 
 if TYPE_CHECKING:
     from ..batch import TaskResult
@@ -48,6 +50,7 @@ def batch(ctx: typer.Context,
           fallback: FallbackOpt = None, retries: RetriesOpt = 3,
           fallback_on_invalid: FallbackOnInvalidOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
           parallel_calls: ParallelCallsOpt = 1,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

@@ -15,13 +15,15 @@ from typer.core import TyperGroup
 from .batch import _Progress
 from .command import PlainCommand
 from .exits import fail, guarded
-from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt, CheckAnswersOpt,
-                      ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
-                      MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
-                      NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, ParallelCallsOpt, PromptStyleChoice,
-                      PromptStyleOpt, RayAddressOpt, RetriesOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt,
-                      tool_sources, usage_limits)
+from ..config import REPLY_TOKENS
+from .options import (A2aOpt, ApiKeyOpt, BackendChoice, BackendOpt, BaseUrlOpt,
+                      CheckAnswersOpt, ConfirmCodeOpt, FallbackOnInvalidOpt, FallbackOpt,
+                      JsonModeOpt, LimitOpt, MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt,
+                      McpOpt, McpPrefixOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt,
+                      ParallelCallsOpt, PromptStyleChoice, PromptStyleOpt, RayAddressOpt,
+                      ReplyTokensOpt, RetriesOpt, RunOptions, SandboxChoice, SandboxOpt,
+                      TaskTimeoutOpt, TemperatureOpt, ToolsOpt, WorkersOpt, tool_sources,
+                      usage_limits)
 
 if TYPE_CHECKING:
     from ..evals import Case, Report, Variant
@@ -84,6 +86,7 @@ def run(ctx: typer.Context,
         fallback: FallbackOpt = None, retries: RetriesOpt = 3,
         fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
         parallel_calls: ParallelCallsOpt = 1,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

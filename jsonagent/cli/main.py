@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..calls import once_answer
+from ..config import REPLY_TOKENS
 from ..status import NEEDS_HUMAN, exit_code
 from . import models as cli_models, sandbox as cli_sandbox, serve as cli_serve
 from . import evals as cli_evals, sessions as cli_sessions, tools as cli_tools
@@ -22,9 +23,9 @@ from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCod
                       FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
                       ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, OutputChoice,
-                      ParallelCallsOpt, PromptStyleChoice, PromptStyleOpt, RetriesOpt, RunOptions,
-                      SandboxChoice, SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt, interactive,
-                      text_arg)
+                      ParallelCallsOpt, PromptStyleChoice, PromptStyleOpt, ReplyTokensOpt,
+                      RetriesOpt, RunOptions, SandboxChoice, SandboxOpt, StoreOpt,
+                      TemperatureOpt, ToolsOpt, interactive, text_arg)
 app = typer.Typer(help="A JSON tool-calling agent: one validated JSON object per step.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode=None)  # plain help: rich costs ~90 ms per start
@@ -103,6 +104,7 @@ def run(ctx: typer.Context,
         fallback: FallbackOpt = None, retries: RetriesOpt = 3,
         fallback_on_invalid: FallbackOnInvalidOpt = None,
         max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+        reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
         parallel_calls: ParallelCallsOpt = 1,
         temperature: TemperatureOpt = None,
         json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -147,6 +149,7 @@ def resume(ctx: typer.Context,
            fallback: FallbackOpt = None, retries: RetriesOpt = 3,
            fallback_on_invalid: FallbackOnInvalidOpt = None,
            max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+           reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
            parallel_calls: ParallelCallsOpt = 1,
            temperature: TemperatureOpt = None,
            json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,
@@ -209,6 +212,7 @@ def chat(ctx: typer.Context, session: SessionOpt = None, no_input: NoInputOpt = 
          fallback: FallbackOpt = None, retries: RetriesOpt = 3,
          fallback_on_invalid: FallbackOnInvalidOpt = None,
          max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+         reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
          parallel_calls: ParallelCallsOpt = 1,
          temperature: TemperatureOpt = None,
          json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

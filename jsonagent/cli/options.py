@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 from pydantic import BaseModel
 
+from ..config import REPLY_TOKENS
 from .exits import USAGE, fail
 
 
@@ -58,6 +59,7 @@ class RunOptions(BaseModel):
     max_steps: int = 10
     parallel_calls: int = 1
     max_context_tokens: int | None = None
+    reply_tokens: int = REPLY_TOKENS
     temperature: float | None = None
     json_mode: str | None = None
     prompt_style: str = "json"
@@ -117,6 +119,7 @@ class RunOptions(BaseModel):
         return dict(max_steps=self.max_steps, parallel_calls=self.parallel_calls,
                     json_mode=self.json_mode,
                     prompt_style=self.prompt_style, max_context_tokens=self.max_context_tokens,
+                    reply_tokens=self.reply_tokens,
                     require_isolation=self.sandbox == "strict",
                     confirm=[CODE_TOOL] if self.confirm_code else [],
                     check_answers=self.check_answers,
@@ -248,6 +251,10 @@ MaxContextTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-context-tokens", min=256, metavar="N",
     help="Context budget: most tokens one request may carry; older turns are summarised "
          "to stay under it. Default: the model's window (local models), else none.")]
+ReplyTokensOpt = Annotated[int, typer.Option(
+    "--reply-tokens", min=16, metavar="N",
+    help="Most tokens one reply may have (the max_tokens of each request); a reply cut "
+         "there is asked for again, and nothing in it runs.")]
 TemperatureOpt = Annotated[Optional[float], typer.Option(
     "--temperature", min=0.0, metavar="T",
     help="Sampling temperature. Default: 0, which makes runs repeatable (endpoints too).")]

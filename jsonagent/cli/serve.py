@@ -9,12 +9,14 @@ from typing import Annotated, Optional
 import typer
 
 from .exits import USAGE, fail, guarded
+from ..config import REPLY_TOKENS
 from .options import (A2aOpt, ApiKeyOpt, BaseUrlOpt, CheckAnswersOpt, ConfirmCodeOpt,
                       FallbackOnInvalidOpt, FallbackOpt, JsonModeOpt, LimitOpt,
                       MaxContextTokensOpt, MaxStepsOpt, McpConfigOpt, McpOpt, McpPrefixOpt,
                       ModelOpt, NoCoreToolsOpt, NoKvCacheOpt, OtelOpt, ParallelCallsOpt,
-                      PromptStyleChoice, PromptStyleOpt, RetriesOpt, RunOptions, SandboxChoice,
-                      SandboxOpt, StoreOpt, TemperatureOpt, ToolsOpt)
+                      PromptStyleChoice, PromptStyleOpt, ReplyTokensOpt, RetriesOpt,
+                      RunOptions, SandboxChoice, SandboxOpt, StoreOpt, TemperatureOpt,
+                      ToolsOpt)
 NEEDS = ("fastapi", "uvicorn", "sse_starlette", "a2a")
 
 
@@ -58,6 +60,7 @@ def serve(ctx: typer.Context,
           fallback: FallbackOpt = None, retries: RetriesOpt = 3,
           fallback_on_invalid: FallbackOnInvalidOpt = None,
           max_steps: MaxStepsOpt = 10, max_context_tokens: MaxContextTokensOpt = None,
+          reply_tokens: ReplyTokensOpt = REPLY_TOKENS,
           parallel_calls: ParallelCallsOpt = 1,
           temperature: TemperatureOpt = None,
           json_mode: JsonModeOpt = None, prompt_style: PromptStyleOpt = PromptStyleChoice.json,

@@ -19,7 +19,12 @@ class ModelReply(BaseModel):
     """The raw reply, exactly as the model produced it."""
     usage: Usage = Field(default_factory=Usage)
     cut: bool = False
-    """The reply reached its token cap before it ended (finish_reason "length")."""
+    """The reply reached its token cap (finish_reason "length"): acted on only when its JSON
+    is whole as written, never once the repair had to close it."""
+    unended: bool = False
+    """The reply's end is not the model's: a stream that stopped without its end (neither a
+    finish_reason nor [DONE]), or a constrained reply the decoder steered to a close at its
+    cap. Never acted on, whatever its JSON: it is re-asked as a cut one is."""
     sampling: dict[str, Any] | None = None
     """The sampling settings this request carried, for the run's record (None: the backend
     does not say)."""

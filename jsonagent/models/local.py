@@ -190,12 +190,14 @@ class LocalModel:
                     tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens), last=False)
                 text, generated, cut = self._grammar_completion(messages, response_format, budget,
                                                                 stop, on_delta)
+                steered = False
             else:
                 reused = self._prefill.evaluate(
                     tokens, self._prefill.prefix_length(messages, formatted.prompt, tokens))
-                text, generated, cut = self._decode(matcher, budget, stop, room, on_delta)
+                text, generated, cut, steered = self._decode(matcher, budget, stop, room,
+                                                             on_delta)
         return ModelReply(text=text, usage=Usage(prompt_tokens=len(tokens), completion_tokens=generated,
-                                                 cached_tokens=reused), cut=cut)
+                                                 cached_tokens=reused), cut=cut, unended=steered)
 
     @property
     def context_tokens(self) -> int:
@@ -217,8 +219,10 @@ class LocalModel:
     # -- decoding ----------------------------------------------------------------------------
 
     def _decode(self, matcher, budget: int, stop: list[str] | None, room: int,
-                on_delta: Callable[[str], None] | None = None) -> tuple[str, int, bool]:
-        """Our sampling loop; the last token is not evaluated, since nothing reads its logits.
+                on_delta: Callable[[str], None] | None = None) -> tuple[str, int, bool, bool]:
+        """Our sampling loop: the text, its tokens, whether it was cut, and whether it was
+        steered to its close (its end the decoder's, not the model's: never acted on). The
+        last token is not evaluated, since nothing reads its logits.
         Near the end of the budget a constrained reply is steered to close (see `closing_pick`),
         so that a model looping inside a string still sends valid JSON; a reply that has run
         away (`runaway`) is steered from there on, not at the cap. What the schema still
@@ -281,9 +285,11 @@ class LocalModel:
                 ended = True
                 break
             llm.eval([token])
-        # steered to a close, a reply is still one the model did not finish: say it was cut
-        cut = not ended or (matcher is not None and len(out) > closing_at)
-        return _cut(llm.detokenize(out).decode("utf-8", errors="ignore"), stop), len(out), cut
+        # steered to a close, a reply is still one the model did not finish: its JSON is
+        # whole, yet its arguments may stop halfway (an amount of "10" for "1000000")
+        steered = matcher is not None and len(out) > closing_at
+        return (_cut(llm.detokenize(out).decode("utf-8", errors="ignore"), stop), len(out),
+                not ended or steered, steered)
 
     def _matcher(self, schema: dict):
         """An llguidance matcher for `schema`, or None when it is unavailable here."""

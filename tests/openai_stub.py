@@ -22,10 +22,15 @@ def completion(text: str, prompt_tokens: int = 11, completion_tokens: int = 7, c
 
 class Chunks(list):
     """The chunks of a streamed reply, `delay` seconds apart; with `cut_after`, the
-    connection drops after that many, mid-body, as a proxy or a crashed server leaves it."""
+    connection drops after that many, mid-body, as a proxy or a crashed server leaves it.
+    `framing` is how the body's end is told: "length" (a body promised longer than it gets,
+    when it is cut), "chunked", or "close" (HTTP/1.0's: the connection's close is the end,
+    so a cut shows no error). `done`: [DONE] comes after the chunks."""
 
     delay = 0.0
     cut_after: int | None = None
+    framing = "length"
+    done = True
 
 
 def streamed(pieces: list[str], prompt_tokens: int = 11, completion_tokens: int = 7) -> Chunks:
@@ -58,11 +63,20 @@ class OpenAIStub:
                 status, payload, *extra = stub.next(body)
                 headers = extra[0] if extra else {}  # (status, body, headers): a Retry-After
                 if isinstance(payload, Chunks):  # a streamed reply: server-sent events
+                    chunked = payload.framing == "chunked"
+                    if chunked:
+                        self.protocol_version = "HTTP/1.1"
                     self.send_response(status)
                     self.send_header("content-type", "text/event-stream")
-                    if payload.cut_after is not None:  # a body promised longer than it gets
+                    if chunked:
+                        self.send_header("transfer-encoding", "chunked")
+                    elif payload.cut_after is not None and payload.framing == "length":
                         self.send_header("content-length", "1000000")
                     self.end_headers()
+
+                    def write(data: bytes) -> None:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                        self.wfile.flush()
                     try:
                         for i, chunk in enumerate(payload):
                             if i == payload.cut_after:
@@ -70,10 +84,13 @@ class OpenAIStub:
                                 self.connection.shutdown(socket.SHUT_RDWR)
                                 self.close_connection = True
                                 return
-                            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                            self.wfile.flush()
+                            write(f"data: {json.dumps(chunk)}\n\n".encode())
                             time.sleep(payload.delay)
-                        self.wfile.write(b"data: [DONE]\n\n")
+                        if payload.done:
+                            write(b"data: [DONE]\n\n")
+                        if chunked:
+                            self.wfile.write(b"0\r\n\r\n")
+                        self.close_connection = True
                     except OSError:  # the client closed the stream
                         stub.hung_up.set()
                     return

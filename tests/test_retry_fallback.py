@@ -168,21 +168,25 @@ def test_a_cancel_in_the_middle_of_a_backoff_ends_the_run_at_once():
     assert done["result"].status == "interrupted" and took < 0.5
 
 
-def test_a_stream_cut_halfway_is_sent_again_and_the_display_told(capsys):
+def test_a_stream_cut_halfway_is_asked_again_with_its_head_and_the_display_told(capsys):
+    """A body that broke off mid-reply is a reply cut (issue 58): its head is shown on the
+    re-ask, as a connection-close stream's would be, and nothing in it runs."""
     events: list = []
     cut = streamed(['{"thought": "half a tho', 'ught that', ' never ends"'])
     cut.cut_after = 2
     with OpenAIStub([(200, cut), DONE]) as stub:
         result = agent(stub.url, events=events, deltas=True).run("x")
     assert result.status == "completed" and len(stub.requests) == 2
-    [retry] = of(events, ev.ModelRetry)
-    assert retry.restart and retry.kind == "unavailable"
-    before = events[:events.index(retry)]
+    assert not of(events, ev.ModelRetry)
+    [reask] = of(events, ev.Reask)
+    assert reask.stage == "cut"
+    before = events[:events.index(reask)]
     assert any(isinstance(e, ev.ThoughtDelta) for e in before)  # shown, then void
+    assert stub.requests[1]["body"]["messages"][-2]["content"] == '{"thought": "half a thought that'
     display = Display()
     for event in events:
         display.event(event)
-    assert "(the reply shown above is void)" in capsys.readouterr().err
+    assert "invalid reply (cut): your reply stopped before it ended" in capsys.readouterr().err
 
 
 def test_invalid_replies_in_a_row_hand_over_to_the_next_model():

@@ -30,6 +30,10 @@ wait for the probe (servers.TIMEOUT_S when it hangs)."""
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 
 
+UNENDED = "unended"
+"""The finish of a stream that stopped without its end (neither a finish_reason nor [DONE]):
+a reply cut off, whose JSON may look whole (models.ModelReply.unended)."""
+
 _loop = None
 _loop_lock = threading.Lock()
 
@@ -41,6 +45,29 @@ def _forget_loop() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_loop)
+
+
+def _watch_done(stream) -> Callable[[], bool]:
+    """Whether the stream's [DONE] came, which the SDK reads without a word: its event
+    decoder is watched. With an SDK that reads it otherwise, never (a finish_reason ends
+    a stream all the same)."""
+    inner = getattr(stream, "_decoder", None)
+    if inner is None or not hasattr(inner, "aiter_bytes"):
+        return lambda: False
+    seen: list[bool] = []
+
+    class Watched:
+        def iter_bytes(self, iterator):
+            return inner.iter_bytes(iterator)
+
+        async def aiter_bytes(self, iterator):
+            async for sse in inner.aiter_bytes(iterator):
+                if sse.data.startswith("[DONE]"):
+                    seen.append(True)
+                yield sse
+
+    stream._decoder = Watched()
+    return lambda: bool(seen)
 
 
 def _requests_loop():
@@ -67,6 +94,7 @@ class OpenAIModel:
                  max_tokens: int | None = REPLY_TOKENS, extra_body: dict | None = None,
                  detect: bool = True, provider: str | None = None, *,
                  keeps_max_length: bool | None = None, tool_results_alone: bool | None = None,
+                 stream_unmarked: bool | None = None,
                  grammar_costly: bool | None = None):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
@@ -78,12 +106,14 @@ class OpenAIModel:
         is never asked. `provider` names who bills the tokens, for the run's cost, where the
         URL does not say (a proxy; see pricing.py).
 
-        `keeps_max_length`, `tool_results_alone`, `grammar_costly`: what the endpoint does
+        `keeps_max_length`, `tool_results_alone`, `grammar_costly`, `stream_unmarked`: what
+        the endpoint does
         with a prompt (see servers.Profile, whose values None takes): its grammar holds
         maxLength, so the thought's cap needs no watched stream; it takes a `tool` message
         no `tool_calls` announced, so a step goes as its JSON alone, as its template renders
         in-process; its grammar slows every token, so a step is first asked for without
-        one (models.Capabilities)."""
+        one (models.Capabilities); its streams end with neither a finish_reason nor [DONE], so
+        one is whole when its connection closes, where another's would be cut."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -114,7 +144,8 @@ class OpenAIModel:
         self._api_key = api_key
         self._declared = {"keeps_max_length": keeps_max_length,
                           "tool_results_alone": tool_results_alone,
-                          "grammar_costly": grammar_costly}
+                          "grammar_costly": grammar_costly,
+                          "stream_unmarked": stream_unmarked}
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -208,6 +239,7 @@ class OpenAIModel:
             on_delta(text)  # a whole reply is its own only piece
         usage = u if isinstance(u, Usage) else self._usage(u)
         return ModelReply(text=text, usage=usage, cut=finish == "length",
+                          unended=finish == UNENDED,
                           sampling={**self.sampling, **self.sampling_extra})
 
     # -- what the server is (servers.py): asked once, the first time anything needs it ------
@@ -228,6 +260,10 @@ class OpenAIModel:
     @property
     def grammar_costly(self) -> bool:
         return self._said("grammar_costly")
+
+    @property
+    def stream_unmarked(self) -> bool:
+        return self._said("stream_unmarked")
 
     def _said(self, name: str) -> bool:
         """What the caller declared the endpoint does, else what its server's profile says."""
@@ -315,9 +351,11 @@ class OpenAIModel:
     async def _streamed(self, kwargs: dict, on_delta: Callable[[str], None]
                         ) -> tuple[str, object, str | None]:
         """The reply as it is written; the usage comes in the last chunk, so it stays exact.
-        Cancelling the task (a cancel of the run) closes the stream and its connection."""
+        Cancelling the task (a cancel of the run) closes the stream and its connection. A
+        stream that stops without its end has the finish UNENDED, however it was framed."""
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True})
+        done = _watch_done(stream)
         pieces: list[str] = []
         usage, finish, chosen, tokens = None, None, False, 0
         try:
@@ -334,12 +372,22 @@ class OpenAIModel:
                 if piece:
                     pieces.append(piece)
                     on_delta(piece)
+        except self._openai.APITimeoutError:
+            raise
+        except self._openai.APIConnectionError:
+            if not pieces:
+                raise  # nothing came: the request goes again, as any that failed
+            # chunked or sized framing: the body broke off mid-reply, and what came is a head
+            finish = finish or UNENDED
         finally:
             await stream.close()
         if not chosen:
             raise ModelError(f"{self.base_url} returned no choices")
+        if finish is None and not done() and not self.stream_unmarked:
+            finish = UNENDED  # framed by the connection's close, a cut shows no error
         if usage is None:
-            usage = await self._counted_afterwards(kwargs, tokens)
+            usage = Usage(completion_tokens=tokens) if finish == UNENDED \
+                else await self._counted_afterwards(kwargs, tokens)
         return "".join(pieces), usage, finish
 
     async def _counted_afterwards(self, kwargs: dict, tokens: int) -> Usage:

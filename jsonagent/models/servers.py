@@ -42,6 +42,9 @@ class Profile:
     """It takes a `tool` message no assistant `tool_calls` announced (see OpenAIModel)."""
     grammar_costly: bool = False
     """Its grammar costs more a token than the reply it constrains (models.Capabilities)."""
+    stream_unmarked: bool = False
+    """Its streams end with neither a finish_reason nor [DONE]: one is whole when its
+    connection closes (on any other server such a stream was cut, and is asked for again)."""
     why: str = ""
 
 

@@ -4,17 +4,28 @@
         api.url  -> "http://127.0.0.1:PORT"; api.requests -> what arrived
 
 A route's function gets a Request and returns (status, body) or (status, body, headers);
-a dict or list body is sent as JSON, bytes and str as they are.
+a dict or list body is sent as JSON, bytes and str as they are, a Trickle a byte at a time.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
+
+
+class Trickle(bytes):
+    """A body sent a byte at a time, `every` seconds apart, as a slowloris endpoint sends it:
+    each read gets its byte in time, so only an overall deadline ends the wait."""
+
+    def __new__(cls, data: bytes, every: float = 1.0):
+        body = super().__new__(cls, data)
+        body.every = every
+        return body
 
 
 @dataclass
@@ -33,6 +44,7 @@ class FakeAPI:
                  port: int = 0):
         self.routes = routes
         self.requests: list[Request] = []
+        self.closed = threading.Event()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,7 +77,14 @@ class FakeAPI:
                     self.send_header(k, v)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not isinstance(payload, Trickle):
+                    self.wfile.write(data)
+                    return
+                for i in range(len(data)):
+                    if api.closed.is_set():
+                        return
+                    self.wfile.write(data[i:i + 1])
+                    time.sleep(payload.every)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _any
 
@@ -82,5 +101,6 @@ class FakeAPI:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()

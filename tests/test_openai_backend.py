@@ -6,10 +6,12 @@ import pytest
 
 from jsonagent import Agent, AgentConfig, ConfigError, ModelError
 from jsonagent.config import RetryConfig
+from jsonagent.errors import ModelTimeout
 from jsonagent.models.openai import OpenAIModel
 from jsonagent.testing import step
 
-from openai_stub import OpenAIStub, completion, error
+from http_fakes import FakeAPI, Trickle
+from openai_stub import OpenAIStub, completion, error, streamed
 
 DONE = json.dumps(step("TaskCompleteTool", {"output": "4"}, "done"))
 
@@ -132,6 +134,69 @@ def test_timeout_is_reported():
         m = model(stub, timeout=0.3, max_retries=0)
         with pytest.raises(ModelError, match="timed out"):
             m.complete([{"role": "user", "content": "hi"}], None)
+
+
+def answer(req, every: float | None = None):
+    """DONE, whole or as server-sent events as the request asks; with `every`, a byte at a
+    time, that many seconds apart."""
+    if req.body.get("stream"):
+        sse = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([DONE])) + "data: [DONE]\n\n"
+        body, headers = sse.encode(), {"content-type": "text/event-stream"}
+    else:
+        body, headers = json.dumps(completion(DONE)).encode(), {"content-type": "application/json"}
+    return 200, body if every is None else Trickle(body, every), headers
+
+
+def test_an_endpoint_that_trickles_its_reply_ends_the_run_on_the_requests_deadline():
+    """A byte every 0.3 s keeps every read within the SDK's timeout; only the deadline ends
+    it (a slowloris endpoint held a run 481 s)."""
+    import time
+
+    with FakeAPI({"/v1/chat/completions": lambda req: answer(req, every=0.3)}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", detect=False, deadline=1.5)
+        started = time.monotonic()
+        result = Agent(model=m, config=AgentConfig(retry=RetryConfig(retries=0))).run("hi")
+        took = time.monotonic() - started
+    assert result.status == "failed" and result.error_kind == "timeout"
+    assert result.error == (f"{api.url}/v1 sent no whole reply within 1.5 s (the request's "
+                            "deadline)")
+    assert 1.5 <= took < 4, took
+    assert len(api.requests) == 1
+
+
+def test_a_whole_reply_that_trickles_ends_on_the_deadline_too():
+    import time
+
+    with FakeAPI({"/v1/chat/completions": lambda req: answer(req, every=0.3)}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", detect=False, deadline=1.5)
+        started = time.monotonic()
+        with pytest.raises(ModelTimeout, match="no whole reply within 1.5 s"):
+            m.complete([{"role": "user", "content": "hi"}], None)  # no on_delta: whole
+        assert time.monotonic() - started < 4
+    assert api.requests[0].body.get("stream") is None
+
+
+def test_an_endpoint_that_trickles_its_models_listing_is_unknown_after_the_deadline():
+    """Detection asks /v1/models before the first request: a listing sent a byte at a time
+    held the run, as the chat request did."""
+    import time
+
+    listing = Trickle(b" " * 1000 + b'{"object": "list", "data": []}', every=0.3)
+    with FakeAPI({"/v1/models": lambda req: (200, listing),
+                  "/v1/chat/completions": answer}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", deadline=1.5)
+        started = time.monotonic()
+        result = Agent(model=m).run("hi")
+        took = time.monotonic() - started
+    assert result.status == "completed" and result.answer == "4"
+    assert [r.path for r in api.requests][:2] == ["/v1/models", "/v1/chat/completions"]
+    assert m.server is None or m.server["kind"] == "unknown"
+    assert took < 4, took
+
+
+def test_a_deadline_is_a_number_of_seconds_above_0():
+    with pytest.raises(ConfigError, match="deadline 0: a request's deadline"):
+        OpenAIModel("m", base_url="http://127.0.0.1:9/v1", deadline=0)
 
 
 def test_cached_tokens_are_reported():

@@ -1,6 +1,7 @@
 """Which OpenAI-compatible server is behind an endpoint (models/servers.py), from recorded
 /v1/models, /props and friends served on 127.0.0.1, and the settings each one gets."""
 
+import asyncio
 import json
 
 import pytest
@@ -84,13 +85,13 @@ def serve(recorded: dict, chat=None) -> FakeAPI:
         "unknown", "llama.cpp-old", "nothing"])
 def test_each_server_is_told_by_its_own_answers(recorded, kind, version, context):
     with serve(recorded) as api:
-        found = detect(api.url + "/v1", "sk-test")
+        found = asyncio.run(detect(api.url + "/v1", "sk-test"))
     assert (found.kind, found.version, found.context_tokens) == (kind, version, context)
     assert all(r.headers.get("authorization") == "Bearer sk-test" for r in api.requests)
 
 
 def test_nobody_there_is_unknown_and_quick():
-    found = detect("http://127.0.0.1:9/v1")
+    found = asyncio.run(detect("http://127.0.0.1:9/v1"))
     assert found.kind == "unknown" and found.profile is None
 
 
@@ -288,5 +289,5 @@ def test_the_model_asked_for_is_the_entry_read_not_the_first():
         {"id": "other", "object": "model", "owned_by": "someone"},
         {"id": "Qwen/Qwen2.5", "object": "model", "owned_by": "vllm", "max_model_len": 4096}]}}
     with serve(listing) as api:
-        found = detect(api.url + "/v1", model="Qwen/Qwen2.5")
+        found = asyncio.run(detect(api.url + "/v1", model="Qwen/Qwen2.5"))
     assert (found.kind, found.context_tokens) == ("vllm", 4096)

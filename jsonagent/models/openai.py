@@ -23,7 +23,11 @@ log = logging.getLogger("jsonagent.models")
 ASK_AGAIN_S = 10.0
 """How long an endpoint where nobody answered detection is taken as unknown before it is
 asked again: a server starting up is found soon after, and requests meanwhile don't each
-wait for the probe (servers.TIMEOUT_S when it hangs)."""
+wait for the probe (servers.DEADLINE_S at most when it hangs)."""
+DEADLINE_S = 300.0
+"""The longest one request may take, a streamed reply's last byte included (OpenAIModel's
+`deadline`): the SDK's `timeout` bounds each read only, so an endpoint that sends a byte
+every few seconds held a run for as long as it liked."""
 # The in-process backend samples without a repetition penalty; llama.cpp's server adds 1.1
 # unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
 # ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
@@ -95,7 +99,7 @@ class OpenAIModel:
                  detect: bool = True, provider: str | None = None, *,
                  keeps_max_length: bool | None = None, tool_results_alone: bool | None = None,
                  stream_unmarked: bool | None = None,
-                 grammar_costly: bool | None = None):
+                 grammar_costly: bool | None = None, deadline: float = DEADLINE_S):
         """`temperature` 0 (the default) makes runs repeatable, as in-process; None leaves it
         to the server (0.8 on llama.cpp's, 1.0 on OpenAI's).
 
@@ -113,7 +117,10 @@ class OpenAIModel:
         no `tool_calls` announced, so a step goes as its JSON alone, as its template renders
         in-process; its grammar slows every token, so a step is first asked for without
         one (models.Capabilities); its streams end with neither a finish_reason nor [DONE], so
-        one is whole when its connection closes, where another's would be cut."""
+        one is whole when its connection closes, where another's would be cut.
+
+        `timeout` bounds each read of a request; `deadline`, the whole request, however
+        slowly its bytes come (detection too, within servers.DEADLINE_S)."""
         try:
             import openai
         except ImportError:  # pragma: no cover - a core dependency
@@ -146,6 +153,10 @@ class OpenAIModel:
                           "tool_results_alone": tool_results_alone,
                           "grammar_costly": grammar_costly,
                           "stream_unmarked": stream_unmarked}
+        if not deadline > 0:
+            raise ConfigError(f"deadline {deadline!r}: a request's deadline is a number of "
+                              "seconds above 0")
+        self.deadline = deadline
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -297,6 +308,9 @@ class OpenAIModel:
         nobody answered (a server not up yet) is asked again, ASK_AGAIN_S later."""
         if not self._detect or self._found is not None:
             return self._found
+        import asyncio
+
+        from .servers import DEADLINE_S as DETECTION_S
         from .servers import detect
 
         with self._found_lock:
@@ -305,7 +319,9 @@ class OpenAIModel:
                     and time.monotonic() - missed[0] < ASK_AGAIN_S:
                 return missed[1]
             if self._found is None:
-                found = detect(self.base_url, self._api_key, model=self.name)
+                found = asyncio.run_coroutine_threadsafe(detect(
+                    self.base_url, self._api_key, model=self.name,
+                    deadline=min(DETECTION_S, self.deadline)), _requests_loop()).result()
                 if not found.answered:
                     self._unanswered = (time.monotonic(), found)
                     return found
@@ -423,7 +439,15 @@ class OpenAIModel:
         import asyncio
         import concurrent.futures
 
-        future = asyncio.run_coroutine_threadsafe(coroutine, _requests_loop())
+        async def bounded():
+            try:
+                return await asyncio.wait_for(coroutine, self.deadline)
+            except asyncio.TimeoutError:  # the SDK's own timeouts are APITimeoutError
+                raise ModelTimeout(f"{self.base_url} sent no whole reply within "
+                                   f"{self.deadline:g} s (the request's deadline)",
+                                   **self._where) from None
+
+        future = asyncio.run_coroutine_threadsafe(bounded(), _requests_loop())
         with watching(future.cancel):
             try:
                 return future.result()

@@ -18,6 +18,7 @@ that does not answer is unknown for now (`answered` False), and asked again late
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,12 @@ from typing import Any
 log = logging.getLogger("jsonagent.models")
 
 TIMEOUT_S = 2.0
-"""Per request: a local server answers these at once; a remote one that hangs costs this."""
+"""Per read: a local server answers these at once; a remote one that hangs costs this."""
+DEADLINE_S = 5.0
+"""All of detection, its few requests together: a per-read timeout never fires for an
+endpoint that sends a byte a second, and detection holds the model's first request."""
+MAX_ANSWER = 1 << 20
+"""The most of one answer read; a listing past it is no answer."""
 
 
 @dataclass(frozen=True)
@@ -94,45 +100,52 @@ class Server:
         return PROFILES.get(self.kind)
 
 
-def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S,
-           model: str | None = None) -> Server:
+async def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S,
+                 model: str | None = None, deadline: float = DEADLINE_S) -> Server:
     """Ask the endpoint what it is: its /v1/models (the entry of `model`, else the first),
-    then what that points to."""
+    then what that points to; all within `deadline` seconds."""
+    import asyncio
+
     import httpx
 
     root = base_url.rstrip("/")
     root = root[:-3] if root.endswith("/v1") else root
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with httpx.Client(timeout=timeout, headers=headers) as client:
-            return _detect(lambda path: _get(client, path), base_url.rstrip("/"), root, model)
+        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+            return await asyncio.wait_for(
+                _detect(lambda path: _get(client, path), base_url.rstrip("/"), root, model),
+                deadline)
     except httpx.TransportError as exc:  # nobody there (yet): the requests will say so
         log.debug("no server detected at %s: %s", base_url, exc)
-        return Server("unknown", answered=False)
+    except asyncio.TimeoutError:
+        log.warning("%s did not say what server it is within %g s; taking it as unknown "
+                    "for now", base_url, deadline)
+    return Server("unknown", answered=False)
 
 
-def _detect(get, base: str, root: str, model: str | None = None) -> Server:
-    models = get(f"{base}/models")
+async def _detect(get, base: str, root: str, model: str | None = None) -> Server:
+    models = await get(f"{base}/models")
     entries = models.get("data") if isinstance(models, dict) else None
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     # the model's own entry: a server may list several, of different owners or windows
     first = next((e for e in entries if e.get("id") == model), entries[0] if entries else {})
     owner = first.get("owned_by")
     if owner == "llamacpp":
-        return _llama_cpp(get(f"{root}/props"))
+        return _llama_cpp(await get(f"{root}/props"))
     if owner == "vllm":
         return Server("vllm", context_tokens=_int(first.get("max_model_len")))
     if owner == "organization_owner":
-        return _lmstudio(get(f"{root}/api/v0/models"), first.get("id"))
+        return _lmstudio(await get(f"{root}/api/v0/models"), first.get("id"))
     if owner == "me" and "permissions" in first:
         return Server("llama-cpp-python")
     if owner == "library":
-        return Server("ollama", version=_version(get(f"{root}/api/version")))
+        return Server("ollama", version=_version(await get(f"{root}/api/version")))
     # a namespaced Ollama model (owned_by "someone"), or a llama.cpp older than owned_by
-    version = _version(get(f"{root}/api/version"))
+    version = _version(await get(f"{root}/api/version"))
     if version is not None:
         return Server("ollama", version=version)
-    props = get(f"{root}/props")
+    props = await get(f"{root}/props")
     if isinstance(props, dict) and "default_generation_settings" in props:
         return _llama_cpp(props)
     return Server("unknown")
@@ -156,13 +169,19 @@ def _lmstudio(listing: Any, model_id: Any) -> Server:
     return Server("lmstudio")
 
 
-def _get(client, url: str) -> Any:
-    """The JSON at `url`, or None for any answer that is not a 200 with JSON."""
-    response = client.get(url)
-    if response.status_code != 200:
-        return None
+async def _get(client, url: str) -> Any:
+    """The JSON at `url`, or None for any answer that is not a 200 with JSON (of MAX_ANSWER
+    bytes at most)."""
+    body = bytearray()
+    async with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            return None
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER:
+                return None
     try:
-        return response.json()
+        return json.loads(body)
     except ValueError:
         return None
 

@@ -33,9 +33,11 @@ from ..errors import ConfigError, Conflict, Unknown
 from ..events import Delta
 from ..session import NAME_MAX
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, SERVER_FINAL, server_status
+from ..tools.schema import validator
 from .agui_events import Translator, call_id, text_of
 from .follow import follow, seen_so_far
 from .frontend_tools import is_frontend
+from .guard import json_problem
 from .runner import Runner, public_status
 from .shapes import error
 from .wakeups import Wakeups
@@ -117,7 +119,7 @@ def _problems(exc: ValidationError) -> str:
     out = []
     for e in exc.errors()[:4]:
         if e["type"] == "json_invalid":
-            out.append("the body is not valid JSON")
+            out.append(json_problem(e.get("ctx", {}).get("error", "")))
             continue
         where = ".".join(str(p) for p in e["loc"]) or "body"
         out.append(f"{where}: {e['msg']}")
@@ -219,12 +221,11 @@ def _stretch(runner: Runner, run_id: str) -> int:
 def _invalid(payload: Any, schema: dict[str, Any]) -> str | None:
     import jsonschema
 
-    try:
-        jsonschema.validate(payload, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(map(str, exc.absolute_path))
-        return f"does not fit its responseSchema{' at /' + where if where else ''}: {exc.message}"
-    return None
+    exc = jsonschema.exceptions.best_match(validator(schema).iter_errors(payload))
+    if exc is None:
+        return None
+    where = "/".join(map(str, exc.absolute_path))
+    return f"does not fit its responseSchema{' at /' + where if where else ''}: {exc.message}"
 
 
 def _last(runner: Runner, thread: str) -> Any:

@@ -18,7 +18,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import Conflict, SessionBusy, StoreDown, Unknown
-from .guard import Guard
+from .guard import Guard, json_problem
 from .routes import router
 from .runner import Runner
 from .shapes import error as _error
@@ -53,7 +53,7 @@ def create_app(runner: Runner, token: str | None = None, base_url: str = "http:/
         problems = []
         for e in exc.errors():
             if e["type"] == "json_invalid":
-                problems.append(f"the body is not valid JSON ({e.get('ctx', {}).get('error', '')})")
+                problems.append(json_problem(e.get("ctx", {}).get("error", "")))
                 continue
             where = ".".join(str(p) for p in e["loc"][1:]) or e["loc"][0]
             problems.append(f"{where}: {e['msg']}")

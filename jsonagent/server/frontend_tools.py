@@ -14,9 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..state import Pending
+from ..tools.schema import FRONTEND
 from ..tools.specs import ToolSpec
 from ..tools.tool import Tool
-from ..tools.toolset import Toolset
+from ..tools.toolset import Toolset, fold
+
+MAX_TOOLS = 64
+"""Tools one client may declare for a run."""
 
 if TYPE_CHECKING:
     from ..deps import RunDeps
@@ -36,15 +40,24 @@ def frontend_tool(spec: ToolSpec) -> Tool:
 
 
 def specs(tools: list[dict[str, Any]]) -> list[ToolSpec]:
-    """The client's declarations as tool specs; a bad one is the client's error."""
-    out = []
+    """The client's declarations as tool specs; a bad one is the client's error. Each schema
+    is checked within FRONTEND's bounds here, before anything shows, compiles or validates
+    with it."""
+    if len(tools) > MAX_TOOLS:
+        raise ConfigError(f"tools: {len(tools)} tools; at most {MAX_TOOLS}")
+    out: list[ToolSpec] = []
     for i, tool in enumerate(tools):
         data = {"name": tool.get("name"), "description": tool.get("description") or "",
                 "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
         try:
-            out.append(ToolSpec.from_dict(data, origin=f"tools[{i}]"))
+            spec = ToolSpec.from_dict(data, origin=f"tools[{i}]", bounds=FRONTEND)
         except Exception as exc:  # a SpecError says where and what
             raise ConfigError(f"tools[{i}]: {exc}") from None
+        same = [j for j, s in enumerate(out) if fold(s.name) == fold(spec.name)]
+        if same:
+            raise ConfigError(f"tools[{i}]: {spec.name} is the name of tools[{same[0]}] "
+                              "already (names are told apart without case, '_' or '-')")
+        out.append(spec)
     return out
 
 
@@ -53,7 +66,10 @@ def with_frontend_tools(deps: RunDeps, tools: list[dict[str, Any]] | None) -> Ru
     if not tools:
         return deps
     added = specs(tools)
-    taken = [s.name for s in added if s.name in deps.toolset]
+    # the model's call finds a tool by its folded name: a client's `taskcompletetool` would
+    # be found as the agent's TaskCompleteTool, never as itself
+    agents = {fold(name) for name in deps.toolset.names}
+    taken = [s.name for s in added if fold(s.name) in agents]
     if taken:
         raise ConfigError(f"tools: {', '.join(taken)} is a tool of the agent already")
     toolset = Toolset([*deps.toolset, *(frontend_tool(s) for s in added)])

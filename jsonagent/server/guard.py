@@ -104,6 +104,18 @@ class Guard:
         return None
 
 
+NESTING = 200
+"""Levels a request body's JSON may nest: as deep as pydantic's parser reads it."""
+TOO_DEEP = f"the body is nested too deeply to read: more than {NESTING} levels"
+
+
+def json_problem(reason: str) -> str:
+    """pydantic's reason a body is no JSON, in one line. Past its recursion limit the body
+    is valid JSON, only nested too deep: saying "not valid JSON" would send the client
+    hunting for a syntax error that is not there."""
+    return TOO_DEEP if "recursion limit" in reason else f"the body is not valid JSON ({reason})"
+
+
 def _hostname(host: str) -> str:
     """The name in a Host header, without its port; IPv6 without its brackets."""
     if host.startswith("["):
@@ -122,7 +134,7 @@ def _bad_body(headers: dict, body: bytes) -> tuple[int, str] | None:
     try:
         json.loads(body)
     except RecursionError:  # Python's own limit, about a thousand levels
-        return 422, "the body is nested too deeply to read (a JSON text of a few levels)"
+        return 422, TOO_DEEP
     except ValueError:
         return None  # not JSON at all: the route says so, in its own words
     return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from .reply import ENVELOPE_KEYS, ReplyProblem
@@ -75,7 +76,11 @@ def _repair(text: str, repairs: list[str], unquote: bool = True) -> Any:
         end = start + len(obj)
         try:
             data = json.loads(obj)
-        except (ValueError, RecursionError):
+        except RecursionError:  # maybe valid JSON: calling it invalid would mislead the model
+            return ReplyProblem("json", "the JSON is nested deeper than it can be read (about "
+                                f"{sys.getrecursionlimit():,} levels); write it with fewer levels",
+                                repairs)
+        except ValueError:
             continue
         if isinstance(data, dict):
             if body[:start].strip() or body[start + len(obj):].strip():

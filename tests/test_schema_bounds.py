@@ -188,3 +188,18 @@ def test_schema_problem_says_where_in_one_line():
     assert schema_problem({"properties": {"a": {"$ref": "#/$defs/x"}}}, AUTHORED) == \
         "/properties/a/$ref: $ref points to a missing definition"
     assert schema_problem({"type": 5}, AUTHORED).startswith("/type: not a valid JSON Schema")
+
+
+@pytest.mark.parametrize("depth, said", [
+    (250, "unexpected argument"),  # read: what is wrong is the argument, not the JSON
+    (1200, "nested deeper than it can be read"),
+])
+def test_a_deeply_nested_reply_is_never_called_invalid_json(depth, said):
+    from jsonagent.envelope import parse_reply
+    from jsonagent.tools.toolset import Toolset
+
+    nested = "[" * depth + "]" * depth
+    text = ('{"thought": "t", "tool_name": "TaskCompleteTool", "args_list": '
+            f'{{"output": "x", "extra": {nested}}}}}')
+    problem = parse_reply(text, Toolset.build(None))
+    assert said in problem.message and "invalid JSON" not in problem.message, problem.message

@@ -199,6 +199,33 @@ def test_a_deadline_is_a_number_of_seconds_above_0():
         OpenAIModel("m", base_url="http://127.0.0.1:9/v1", deadline=0)
 
 
+@pytest.mark.parametrize("answer,streams,said", [
+    ((200, "<html><body>\n  <h1>Sign in</h1> to the proxy</body></html>",
+      {"content-type": "text/html; charset=utf-8"}), False,
+     "the request with text/html, starting '<html><body> <h1>Sign in</h1> to the proxy</body></html>'"),
+    ((200, b"\x00\xff\x1b[2Jgarbage", {"content-type": "application/octet-stream"}), False,
+     "the request with application/octet-stream, starting '\\x00\ufffd\\x1b[2Jgarbage'"),
+    ((200, {"id": "chatcmpl-1", "object": "chat.completion", "choices": []}), False,
+     "the request with application/json, starting '{\"id\": \"chatcmpl-1\", \"object\": "
+     "\"chat.completion\", \"choices\": []}'"),
+    ((200, completion(DONE)), True,
+     "a streamed request with application/json, starting '{\"id\": \"chatcmpl-1\", "
+     "\"object\": \"chat.completion\", \"created\": 0, \"model\": \"stub\", "
+     "\"choices\": [{\"index\": 0, \"finish_reason...'"),
+    ((200, b""), False, "the request with no content type and an empty body"),
+], ids=["html", "garbage", "json-without-choices", "json-to-a-stream", "empty"])
+def test_a_200_that_is_not_a_chat_completion_says_what_came_back(answer, streams, said):
+    """Each was "returned no choices", which left the reader to guess (a proxy's sign-in
+    page, a server that ignores stream). Control characters are escaped, never printed."""
+    with FakeAPI({"/v1/chat/completions": lambda req: answer}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", detect=False)
+        with pytest.raises(ModelError) as caught:
+            m.complete([{"role": "user", "content": "hi"}], None,
+                       on_delta=(lambda piece: None) if streams else None)
+    assert str(caught.value) == f"{api.url}/v1 returned no choices: it answered {said}"
+    assert api.requests[0].body.get("stream") is (True if streams else None)
+
+
 def test_cached_tokens_are_reported():
     with OpenAIStub([(200, completion(DONE, prompt_tokens=100, cached=80))]) as stub:
         reply = model(stub).complete([{"role": "user", "content": "x"}], None)

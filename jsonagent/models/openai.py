@@ -24,6 +24,8 @@ ASK_AGAIN_S = 10.0
 """How long an endpoint where nobody answered detection is taken as unknown before it is
 asked again: a server starting up is found soon after, and requests meanwhile don't each
 wait for the probe (servers.DEADLINE_S at most when it hangs)."""
+HEAD_CHARS = 120
+"""How much of a body that is not a chat completion its error shows."""
 DEADLINE_S = 300.0
 """The longest one request may take, a streamed reply's last byte included (OpenAIModel's
 `deadline`): the SDK's `timeout` bounds each read only, so an endpoint that sends a byte
@@ -358,9 +360,11 @@ class OpenAIModel:
         return bool(refused)
 
     async def _whole(self, kwargs: dict) -> tuple[str, object, str | None]:
-        resp = await self._client.chat.completions.create(**kwargs)
-        if not resp.choices:
-            raise ModelError(f"{self.base_url} returned no choices")
+        raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+        resp = raw.parse()  # the body's text, when it is not JSON
+        choices = getattr(resp, "choices", None)
+        if not (isinstance(choices, list) and choices and hasattr(choices[0], "message")):
+            raise self._no_choices(raw.headers.get("content-type", ""), raw.text)
         choice = resp.choices[0]
         return choice.message.content or "", resp.usage, choice.finish_reason
 
@@ -371,6 +375,17 @@ class OpenAIModel:
         stream that stops without its end has the finish UNENDED, however it was framed."""
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True})
+        kind = stream.response.headers.get("content-type", "")
+        if kind and "text/event-stream" not in kind:  # a page, or a whole reply's JSON
+            try:
+                head = b""
+                async for part in stream.response.aiter_bytes():
+                    head += part
+                    if len(head) > 4 * HEAD_CHARS:
+                        break
+            finally:
+                await stream.close()
+            raise self._no_choices(kind, head.decode("utf-8", "replace"), streamed=True)
         done = _watch_done(stream)
         pieces: list[str] = []
         usage, finish, chosen, tokens = None, None, False, 0
@@ -390,6 +405,9 @@ class OpenAIModel:
                     on_delta(piece)
         except self._openai.APITimeoutError:
             raise
+        except UnicodeDecodeError as exc:  # the SDK reads events as UTF-8, strictly
+            raise ModelError(f"{self.base_url} sent a stream that is not UTF-8 text (byte "
+                             f"{exc.start} of a chunk)", **self._where) from None
         except self._openai.APIConnectionError:
             if not pieces:
                 raise  # nothing came: the request goes again, as any that failed
@@ -398,7 +416,7 @@ class OpenAIModel:
         finally:
             await stream.close()
         if not chosen:
-            raise ModelError(f"{self.base_url} returned no choices")
+            raise self._no_choices(kind, "", streamed=True)
         if finish is None and not done() and not self.stream_unmarked:
             finish = UNENDED  # framed by the connection's close, a cut shows no error
         if usage is None:
@@ -417,7 +435,20 @@ class OpenAIModel:
                         "stream_options.include_usage): counting them with one more short "
                         "request a reply", self.base_url)
         probe = await self._client.chat.completions.create(**{**kwargs, "max_tokens": 1})
-        return self._usage(probe.usage, completion_tokens=tokens)
+        return self._usage(getattr(probe, "usage", None), completion_tokens=tokens)
+
+    def _no_choices(self, kind: str, body: str, streamed: bool = False) -> ModelError:
+        """What came back instead of a chat completion, in one line: its content type and
+        the head of its body (an HTML page from a proxy, garbage, a whole reply's JSON to a
+        streamed request); each was "returned no choices", which said nothing."""
+        kind = kind.split(";")[0].strip() or "no content type"
+        shown = " ".join(body.split())
+        shown = shown[:HEAD_CHARS] + ("..." if len(shown) > HEAD_CHARS else "")
+        asked = "a streamed request" if streamed else "the request"
+        what = f"{kind}, starting {shown!r}" if shown else \
+            f"{kind} and no server-sent events" if streamed else f"{kind} and an empty body"
+        return ModelError(f"{self.base_url} returned no choices: it answered {asked} with "
+                          f"{what}", **self._where)
 
     def _usage(self, u: Any, **counted: int) -> Usage:
         """The usage the endpoint reported (None: it reported none), whose counts the SDK

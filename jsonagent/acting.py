@@ -306,7 +306,9 @@ class Acting:
         calls = record.calls
         call = calls[i]
         call.done = True
-        closes = len(calls) == 1 or all(c.done for c in calls)
+        # from the last call: results come mostly in the order the calls started, so the
+        # look stops at once (from the first, a step of N calls cost N squared)
+        closes = len(calls) == 1 or all(c.done for c in reversed(calls))
         said = [told, *self._step_notes(s, record)] if closes and notes else [told]
         if warn:  # near a usage limit
             said.append(self.limits.left(s, call.tool))

@@ -78,7 +78,7 @@ class Calling:
         tools on one event loop, the others each in a thread: cancel.py); yields `(index,
         result or Pending, failed, seconds)` as each ends. Each has its own context: its
         key, and what a sub-run of it waits for."""
-        works = []
+        works, started = [], []
         for i, call, handed in calls:
             tool = self.toolset.get(call.tool)
             if tool is None:  # a hook sent it to a tool this agent does not have
@@ -86,8 +86,10 @@ class Calling:
                                                       True), 0.0))
                 continue
             ctx = self._started(state, record, i, call, tool,
-                                replace(self.ctx, handed_down=handed))
+                                replace(self.ctx, handed_down=handed), started)
             works.append(_timed(tool, call.args, ctx))
+        if self.store is not None and started:  # in the log, all of them, before any runs
+            self.store.calls_started(started, state)
         running = self.ctx.cancel.each(works)
         try:
             for n, ok, value in running:
@@ -100,17 +102,20 @@ class Calling:
             running.close()  # the run ends on an error: the calls still running are stopped
 
     def _started(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
-                 tool: Tool, ctx: RunContext) -> RunContext:
+                 tool: Tool, ctx: RunContext, batch: list[Call] | None = None) -> RunContext:
         """Before the call runs: its key in its context, and its start in the log, with the
-        run's checkpoint."""
+        run's checkpoint (or in `batch`, which the caller logs with one)."""
         ctx.step, ctx.call_id = len(state.steps), call_key(state.run_id, record.index, i)
         if tool.effects == ONCE:  # in the run's record before it runs (the checkpoint's too)
             _mark(state, ctx.call_id, call.tool, None)
             self.begun[ctx.call_id] = Pending(kind="once", tool=call.tool, args=call.args,
                                               key=ctx.call_id)
-        if self.store is not None:
-            self.store.call_started(Call(ctx.call_id, state.run_id, record.index, i, call.tool,
-                                         call.args, tool.effects, time.time()), state)
+        logged = Call(ctx.call_id, state.run_id, record.index, i, call.tool, call.args,
+                      tool.effects, time.time())
+        if batch is not None:
+            batch.append(logged)
+        elif self.store is not None:
+            self.store.call_started(logged, state)
         if call.tool == CODE_TOOL:
             state.code_used = True
         return ctx

@@ -172,6 +172,9 @@ class Store(Protocol):
         one recorded, so a key always stays with the same tool and arguments. Raises
         Conflict when this process no longer drives the run (another node took it over)."""
 
+    def calls_started(self, calls: list[Call], state: RunState) -> None:
+        """As `call_started`, for the calls of a step that start together: one checkpoint."""
+
     def call_ended(self, key: str, result: Any, error: bool) -> None:
         """Record what the call returned (JSON data), once: it is never run again."""
 

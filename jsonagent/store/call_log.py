@@ -36,6 +36,20 @@ class CallLog(Items):
 
         return self._write(work)
 
+    def calls_started(self, calls: list[Call], state: RunState) -> None:
+        """The calls of a step that start together, in one transaction with one checkpoint:
+        one a call would write the whole state N times for a step of N calls."""
+        p = self.MARK
+
+        def work(db: Any) -> None:
+            self._checkpoint(db, state)
+            for call in calls:
+                db.execute(f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
+                           f"({', '.join([p] * 11)}) ON CONFLICT (key) DO NOTHING",
+                           call_row(call))
+
+        self._write(work)
+
     def call_ended(self, key: str, result: Any, error: bool) -> None:
         """Not fenced: what a tool returned is true whoever drives the run now, and it spares
         the next driver running the call again. Only the first end counts."""

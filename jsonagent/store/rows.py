@@ -21,6 +21,18 @@ SUB_SESSIONS_HIDDEN = ("WHERE NOT EXISTS (SELECT 1 FROM runs c WHERE c.session_i
 CHECKPOINTS = {"run_start", "run_resumed", "tool_result", "run_end"}
 
 
+def mid_step(event: Any, state: RunState) -> bool:
+    """A call's result while others of its step still run. Each call's start and end are in
+    the call log already, which a run taken up again reads (calls.py): a store may write the
+    state at only some of these, since writing the whole state at each of N results made a
+    step of N calls cost N squared."""
+    if event.type != "tool_result" or not state.steps:
+        return False
+    step = state.steps[-1]
+    # from the last call: results come mostly in the order the calls started
+    return step.index == event.step and not all(c.done for c in reversed(step.calls))
+
+
 CALL_COLUMNS = "key, run_id, step, idx, tool, args, effects, started_at, ended_at, result, error"
 
 

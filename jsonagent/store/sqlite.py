@@ -20,8 +20,8 @@ from .driven import Driven
 from .call_log import CallLog
 from .news import News, Told
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner, owner_json,
-                   run_info, session_info, waiting_message)
+from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, mid_step, owner,
+                   owner_json, run_info, session_info, waiting_message)
 
 CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
@@ -45,6 +45,8 @@ class SQLiteStore(CallLog, Told):
         self._migrate(tables)
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
+        self._mid: dict[str, tuple[float, float]] = {}
+        """Each run's last checkpoint at a result mid-step: when, and what it cost (`_due`)."""
         self.news = News()  # told of this object's own writes; others' are seen by looking
         self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
@@ -267,9 +269,24 @@ class SQLiteStore(CallLog, Told):
             self._pending.setdefault(event.run_id, []).append(row)
             if event.type not in CHECKPOINTS:
                 return
+            mid = mid_step(event, state)
+            if mid and not self._due(event.run_id):
+                return  # with the next result, or the step's last
+            t0 = time.perf_counter()
             with self._tx() as db:
                 self._checkpoint(db, state)
+            if mid:
+                self._mid[event.run_id] = (time.perf_counter(), time.perf_counter() - t0)
+            else:
+                self._mid.pop(event.run_id, None)
         self.news.events(event.run_id)
+
+    def _due(self, run_id: str) -> bool:
+        """Whether a result mid-step checkpoints: the first does; a later one once ten times
+        the last checkpoint's cost has passed since, so writing the state takes at most a
+        tenth of the step's time, whatever its number of calls."""
+        last = self._mid.get(run_id)
+        return last is None or time.perf_counter() - last[0] >= 10 * last[1]
 
     def _checkpoint(self, db: sqlite3.Connection, state: RunState) -> None:
         """The run's waiting events and its state (the lock is held)."""

@@ -155,9 +155,9 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
         "the model failed (model_error): scripted model ran out of replies")
     assert "1 run ended on an error of the eval" in proc.stderr
     script(tmp_path / "s.json", DONE)  # the endpoint is back
-    assert "1 runs, 0 run now" in cli("eval", ds, "-m", model).stdout  # finished, as it was
+    assert "1 run, 0 run now" in cli("eval", ds, "-m", model).stdout  # finished, as it was
     again = cli("eval", ds, "-m", model, "--retry-errors", "--fail-under", "1")
-    assert again.returncode == 0 and "1 runs, 1 run now" in again.stdout, again.stderr
+    assert again.returncode == 0 and "1 run, 1 run now" in again.stdout, again.stderr
     line, = read_results(tmp_path / "cases.results.jsonl")
     assert line["extra"]["verdict"] == "pass"
 
@@ -209,13 +209,14 @@ def test_retry_errors_leaves_a_run_whose_once_call_went_through_unless_forced(tm
     assert ledger.read_text().split() == [key]
     script(tmp_path / "s.json", pay, step("TaskCompleteTool", {"output": "paid"}))  # back
     again = cli("eval", ds, "-m", model, "--retry-errors")
-    assert again.returncode == 0 and "1 runs, 0 run now" in again.stdout, again.stderr
+    # nothing scored: not a pass (issue 58, finding 26)
+    assert again.returncode == 1 and "1 run, 0 run now" in again.stdout, again.stderr
     assert "(1 only with --force: its once calls would happen again)" in first.stderr
     assert f"{name} is not run again: before its error it called pay (key {key}, " \
            "returned)" in again.stderr and "--force" in again.stderr
     assert ledger.read_text().split() == [key]  # paid once
     forced = cli("eval", ds, "-m", model, "--retry-errors", "--force")
-    assert forced.returncode == 0 and "1 runs, 1 run now" in forced.stdout, forced.stderr
+    assert forced.returncode == 0 and "1 run, 1 run now" in forced.stdout, forced.stderr
     assert f"--force: {name} runs again, and with it pay (key {key}, returned) " \
            "again" in forced.stderr
     paid = ledger.read_text().split()
@@ -299,9 +300,49 @@ def test_what_would_fail_every_run_is_a_usage_error_before_anything_runs(tmp_pat
     assert no_model.returncode == 2 and no_model.stderr == (
         "error: variant default has no model: pass --model NAME, give the variant a model, "
         "or set JSONAGENT_MODEL\n")
-    no_tools = cli("eval", ds, "-m", "scripted:/nowhere.json")
+    no_tools = cli("eval", ds, "-m", script(tmp_path / "s.json", DONE))
     assert no_tools.returncode == 2 and "missing.json: cannot read tool specs" in no_tools.stderr
     assert not (tmp_path / "cases.results.jsonl").exists()
+
+
+def test_a_variants_script_is_read_against_the_datasets_folder_and_a_missing_one_stops_it(
+        tmp_path):
+    """It was read against the working directory: every run was an error, and exit 0."""
+    folder, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    script(folder / "s.json", DONE)
+    ds = dataset(folder, "variants:\n  - {name: v, model: 'scripted:s.json'}\n"
+                         "cases:\n  - {input: a, expected: '1024'}\n")
+    proc = cli("eval", ds, cwd=elsewhere)
+    assert proc.returncode == 0 and "1 run, 1 run now" in proc.stdout, proc.stderr
+    line, = read_results(folder / "cases.results.jsonl")
+    assert line["extra"]["verdict"] == "pass"
+    assert line["extra"]["model"] == f"scripted:{folder / 's.json'}"
+    gone = dataset(folder, "variants:\n  - {name: v, model: 'scripted:gone.json'}\n"
+                           "cases:\n  - {input: a}\n")
+    proc = cli("eval", gone, "-o", folder / "gone.jsonl", cwd=elsewhere)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"error: variant v: {folder / 'gone.json'}: cannot read script: No such file or "
+        "directory\n")
+    assert not (folder / "gone.jsonl").exists()
+
+
+def test_an_eval_whose_every_run_ends_on_an_error_exits_1_and_its_rerun_says_what_it_kept(
+        tmp_path):
+    model = script(tmp_path / "s.json")  # no replies: every run ends on a ModelError
+    ds = dataset(tmp_path, "cases:\n  - {input: a, expected: '1024'}\n  - {input: b}\n")
+    out = tmp_path / "cases.results.jsonl"
+    first = cli("eval", ds, "-m", model)
+    assert first.returncode == 1 and first.stderr.endswith(
+        f"error: no run of {out} was scored: each ended on an error of the eval\n")
+    script(tmp_path / "s.json", DONE)  # the endpoint is back, but the errors are kept
+    again = cli("eval", ds, "-m", model)
+    assert again.returncode == 1
+    assert f"{out}: 2 runs, 0 run now, 2 done before (2 ended on an error of the eval and " \
+           "were kept: --retry-errors runs them again)" in again.stdout
+    retried = cli("eval", ds, "-m", model, "--retry-errors")
+    assert retried.returncode == 0 and f"{out}: 2 runs, 2 run now\n" in retried.stdout
 
 
 def test_an_eval_on_ray(tmp_path):
@@ -374,14 +415,14 @@ cases:
 """)
     out = tmp_path / "r.jsonl"
     proc = cli("eval", ds, "-o", out)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1 and "no run of" in proc.stderr  # its only run: nothing scored
     line, = read_results(out)
     assert line["extra"] == {"variant": "v", "case": "boom", "repeat": 0,
                              "dataset": line["extra"]["dataset"]}
     assert line["error"].startswith("worker crashed (exit code 3)")
     assert "0.00-1.00" in proc.stdout  # no scored run: one error
     again = cli("eval", ds, "-o", out)  # its line is a finished run, not a foreign one
-    assert again.returncode == 0 and "1 runs, 0 run now" in again.stdout
+    assert again.returncode == 1 and "1 run, 0 run now" in again.stdout  # nothing scored
 
 
 def test_a_progress_bar_on_a_terminal(tmp_path):

@@ -99,7 +99,7 @@ def run(ctx: typer.Context,
     Errors of the eval itself (the model endpoint failed, an evaluator could not score) are
     counted apart and left out of the pass rate. Run the same command again to finish an
     interrupted eval: finished runs are kept. Exit 0 when done, 1 when --fail-under is not
-    met, 2 for a bad dataset or option, 130 when interrupted."""
+    met or no run could be scored, 2 for a bad dataset or option, 130 when interrupted."""
     from ..errors import ConfigError
     from ..evals import Dataset
     from ..evals.runner import errored, key, repeats, results_of, run as run_eval
@@ -135,8 +135,9 @@ def run(ctx: typer.Context,
     except KeyboardInterrupt:
         fail(f"interrupted; the finished runs are in {out}: run the same command again to "
              "finish", 130)
-    print_report(result, f"{out}: {len(result.runs)} runs, {todo} run now")
     errors = sum(r.verdict == "error" for r in result.runs)
+    print_report(result, _ran(out, len(result.runs), todo, sum(
+        r.verdict == "error" for r in result.runs if key(r.variant, r.case, r.repeat) in done)))
     if errors:
         held = len(repeats(out))
         typer.echo(f"{errors} run{'s' * (errors != 1)} ended on an error of the eval (its "
@@ -148,6 +149,21 @@ def run(ctx: typer.Context,
     gate = _below(result, fail_under)
     if gate:
         fail(gate, 1)
+    if result.runs and errors == len(result.runs):  # not a pass, even without --fail-under
+        fail(f"no run of {out} was scored: each ended on an error of the eval", 1)
+
+
+def _ran(out: Path, runs: int, todo: int, kept_errors: int) -> str:
+    """What the eval ran now, and what it kept of `out`: a run that ended on an error of
+    the eval is kept, not run again, unless --retry-errors says so."""
+    said = f"{out}: {runs} run{'s' * (runs != 1)}, {todo} run now"
+    if runs > todo:
+        said += f", {runs - todo} done before"
+    if kept_errors:
+        one = kept_errors == 1
+        said += f" ({kept_errors} ended on an error of the eval and {'was' if one else 'were'} " \
+                f"kept: --retry-errors runs {'it' if one else 'them'} again)"
+    return said
 
 
 def _variants(data, models: list[str]) -> list[Variant]:
@@ -178,17 +194,25 @@ def _say_repeats(runs: dict[str, list[dict]], force: bool) -> None:
 
 def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:
     """What would make every run fail the same way is a usage error, found before anything
-    runs: a variant without a model, a tool spec that does not load, a bad --limit, a cost
-    limit on a model whose price is unknown."""
+    runs: a variant without a model or with a script that does not load, a tool spec that
+    does not load, a bad --limit, a cost limit on a model whose price is unknown."""
     import os
 
     from ..errors import ConfigError
+    from ..models import resolve_model
     from ..tools.toolset import Toolset
 
     for v in variants:
-        if not (v.model or opts.model or os.environ.get("JSONAGENT_MODEL")):
+        spec = v.model or opts.model or os.environ.get("JSONAGENT_MODEL")
+        if not spec:
             raise ConfigError(f"variant {v.name} has no model: pass --model NAME, give the "
                               "variant a model, or set JSONAGENT_MODEL")
+        for each in [spec, *opts.fallback]:
+            if each.startswith("scripted:"):  # its file is read here once, as each run would
+                try:
+                    resolve_model(each)
+                except ConfigError as exc:
+                    raise ConfigError(f"variant {v.name}: {exc}") from None
     for tools in {tuple(c.tools) for c in data.cases} | {()}:
         Toolset.build([*opts.tools, *map(Path, tools)]).close()
     limits = usage_limits(opts.limit)

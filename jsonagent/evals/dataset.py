@@ -165,7 +165,7 @@ def _build(data: dict, path: Path, digest: str, line: Callable[[tuple], int]) ->
         if case.output_type is not None:
             _check_schema(case.output_type, (*loc, "output_type"), fail)
         cases.append(case)
-    variants = [parse_variant(v, ("variants", i), fail)
+    variants = [parse_variant(v, ("variants", i), fail, base)
                 for i, v in enumerate(_list(data.get("variants"), ("variants",), fail))]
     seen = [v.name for v in variants]
     if len(set(seen)) != len(seen):
@@ -228,6 +228,10 @@ def parse_evaluator(spec: Any, loc: tuple, fail, base: str | None = None) -> ev.
             fail((*loc, kind), f"not a valid regular expression: {exc}")
     elif kind == "schema":
         _check_schema(evaluator.schema, (*loc, kind), fail)
+    elif kind == "judge" and isinstance(evaluator.model, str) and base is not None:
+        from ..models import anchored
+
+        evaluator.model = anchored(evaluator.model, base)
     elif kind == "python":
         evaluator.base = evaluator.base or base
         if not re.fullmatch(r"[\w.]+:[\w.]+", str(evaluator.function)):
@@ -249,8 +253,11 @@ def _check_schema(schema: Any, loc: tuple, fail) -> None:
         fail(loc, problem)
 
 
-def parse_variant(spec: Any, loc: tuple, fail) -> Variant:
+def parse_variant(spec: Any, loc: tuple, fail, base: str = ".") -> Variant:
+    """A variant; its `scripted:FILE` model is read against `base` (the dataset's folder),
+    as the dataset's other paths are."""
     from ..config import AgentConfig
+    from ..models import anchored
 
     if not isinstance(spec, dict):
         fail(loc, "a variant is a mapping with a name")
@@ -261,4 +268,8 @@ def parse_variant(spec: Any, loc: tuple, fail) -> Variant:
             fail((*loc, key), "neither a variant field (name, model, temperature, base_url) "
                               "nor an AgentConfig field")
     _validated(AgentConfig, config, loc, fail)
-    return _validated(Variant, {**own, "config": {**own.get("config", {}), **config}}, loc, fail)
+    variant = _validated(Variant, {**own, "config": {**own.get("config", {}), **config}}, loc,
+                         fail)
+    if variant.model is not None:
+        variant.model = anchored(variant.model, base)
+    return variant

@@ -166,3 +166,14 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
     return OpenAIModel(rest if kind == "openai" else spec, base_url=base_url, api_key=api_key,
                        **({} if temperature is None else {"temperature": temperature}),
                        **({} if reply_tokens is None else {"max_tokens": reply_tokens}))
+
+
+def anchored(spec: str, folder: str | Path) -> str:
+    """`spec` with a `scripted:FILE`'s relative path read against `folder`, made absolute: a
+    dataset's are its folder's, and a stored run's must load from any directory."""
+    from pathlib import Path
+
+    kind, _, rest = spec.partition(":")
+    if kind != "scripted" or not rest:
+        return spec
+    return f"scripted:{(Path(folder) / rest).resolve()}"

@@ -88,3 +88,26 @@ def test_a_memory_error_in_the_code_says_the_limit_and_what_sets_it(tmp_path):
     observation = json.loads(proc.stdout)["steps"][0]["observation"]
     assert observation["error"].rstrip().endswith("MemoryError")
     assert "1024 MB" in observation["note"] and "sandbox_memory_mb" in observation["note"]
+
+
+def test_a_run_of_a_relative_script_resumes_from_another_directory(tmp_path):
+    """The run kept `scripted:script.json` as given, read against resume's directory
+    (issue 58, finding 28)."""
+    import json
+    import os
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    script(here, ASK, step("TaskCompleteTool", {"output": "Oslo it is"}))
+
+    def jsonagent(*args, cwd):
+        return subprocess.run([sys.executable, "-m", "jsonagent", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=60, env=os.environ)
+
+    paused = jsonagent("run", "x", "--no-input", "--output", "json",
+                       "--model", "scripted:script.json", cwd=here)
+    assert paused.returncode == 4, paused.stderr
+    run_id = json.loads(paused.stdout)["run_id"]
+    done = jsonagent("resume", run_id, "--answer", "Oslo", cwd=there)
+    assert done.returncode == 0 and "Oslo it is" in done.stdout, done.stderr

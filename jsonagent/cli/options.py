@@ -129,9 +129,15 @@ class RunOptions(BaseModel):
 
     def recorded(self) -> dict[str, Any]:
         """What a stored run keeps of these options, so `resume` can build the agent again:
-        never the API key, and tool files as absolute paths."""
+        never the API key, and tool files and scripts as absolute paths (resumed from any
+        directory)."""
+        from ..models import anchored
+
         # --otel is where this process sends its traces, not part of the agent: not kept
         data = self.model_dump(mode="json", exclude={"api_key", "given", "otel"})
+        if self.model:
+            data["model"] = anchored(self.model, ".")
+        data["fallback"] = [anchored(f, ".") for f in self.fallback]
         data["tools"] = [str(Path(t).resolve()) for t in self.tools]
         data["mcp_config"] = [str(Path(t).resolve()) for t in self.mcp_config]
         return data

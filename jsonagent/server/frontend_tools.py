@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SpecError
 from ..state import Pending
 from ..tools.schema import FRONTEND
 from ..tools.specs import ToolSpec
@@ -51,7 +51,9 @@ def specs(tools: list[dict[str, Any]]) -> list[ToolSpec]:
                 "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
         try:
             spec = ToolSpec.from_dict(data, origin=f"tools[{i}]", bounds=FRONTEND)
-        except Exception as exc:  # a SpecError says where and what
+        except SpecError as exc:  # it names tools[i] already, and says where and what
+            raise ConfigError(str(exc)) from None
+        except Exception as exc:
             raise ConfigError(f"tools[{i}]: {exc}") from None
         same = [j for j, s in enumerate(out) if fold(s.name) == fold(spec.name)]
         if same:

@@ -50,7 +50,9 @@ def test_each_http_failure_has_its_kind(status, message, kind):
     err = caught.value
     assert type(err) is kind and err.kind == kind.kind
     assert err.model == "stub-model" and err.endpoint == stub.url
-    assert str(err).startswith(f"{stub.url} answered {status}") and "\n" not in str(err)
+    # the model too, a 401's as well (issue 58, finding 28)
+    assert str(err).startswith(f"{stub.url} answered {status} for model 'stub-model': ")
+    assert "\n" not in str(err)
     assert type(model_error_for(status, message)) is kind  # plain HTTP maps the same way
 
 

@@ -96,7 +96,7 @@ def test_persistent_5xx_is_reported_clearly():
     with OpenAIStub([error(500, "kaboom")] * 3) as stub:
         r = Agent(model=model(stub), config=retrying(1)).run("x")
     assert r.status == "failed" and len(stub.requests) == 2
-    assert "answered 500: kaboom (server error)" in r.error
+    assert "answered 500 for model 'stub-model': kaboom (server error)" in r.error
 
 
 def test_401_is_not_retried_and_names_the_key():

@@ -503,7 +503,9 @@ class OpenAIModel:
                 429: "rate limited"}.get(status, "")
         if status >= 500:
             hint = "server error"
-        return f"{self.base_url} answered {status}: {detail}" + (f" ({hint})" if hint else "")
+        # the model too: one endpoint serves several, and a key may fit only some of them
+        return f"{self.base_url} answered {status} for model {self.name!r}: {detail}" + \
+            (f" ({hint})" if hint else "")
 
 
 def _ignore(piece: str) -> None:

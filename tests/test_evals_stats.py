@@ -61,7 +61,12 @@ def test_bootstrap_interval_holds_the_mean_and_is_reproducible():
 def test_the_sentence_says_which_way_and_whether_it_is_noise():
     assert stats.verdict("A", "B", 8, 1, 30, 0.039) == \
         "B passes 8 cases that A fails and fails 1 that A passes: p = 0.039"
-    assert "within the noise, p = 0.5" in stats.verdict("A", "B", 2, 0, 30, 0.5)
+    # it read "(lazy passes 0, good passes 2 of 3 the other fails)" (issue 58, finding 28)
+    assert stats.verdict("lazy", "good", 2, 0, 3, 0.5) == (
+        "the difference is within the noise, p = 0.5: of 3 cases, good passes 2 that lazy "
+        "fails, and lazy passes 0 that good fails")
+    assert stats.verdict("A", "B", 1, 0, 1, 1.0).startswith(
+        "the difference is within the noise, p = 1: of 1 case, B passes 1")
 
 
 def test_paired_comparison_aggregates_repeats_per_case_first():

@@ -111,5 +111,6 @@ def verdict(a: str, b: str, b_only: int, a_only: int, cases: int, p: float) -> s
     if p < 0.05:
         return (f"{b} passes {b_only} case{'s' * (b_only != 1)} that {a} fails and fails "
                 f"{a_only} that {a} passes: p = {p:.3g}")
-    return (f"the difference ({b} passes {b_only}, {a} passes {a_only} of {cases} the other "
-            f"fails) is within the noise, p = {p:.2g}")
+    return (f"the difference is within the noise, p = {p:.2g}: of {cases} "
+            f"case{'s' * (cases != 1)}, {b} passes {b_only} that {a} fails, and {a} passes "
+            f"{a_only} that {b} fails")

@@ -33,7 +33,7 @@ class Bounds:
 
 FRONTEND = Bounds()
 """A tool a client declares for one run: the client is anyone the server lets in."""
-AUTHORED = Bounds(size=1 << 20, depth=64, pattern=1024, recursive=True)
+AUTHORED = Bounds(size=256 << 10, depth=64, pattern=1024, recursive=True)
 """A schema someone chose to load: a spec file, an MCP server's tool, an eval's dataset."""
 
 # keywords that move validation into a part of the value: a $ref loop through one of them

@@ -154,6 +154,7 @@ def test_a_model_error_is_shown_as_an_error_and_left_out_of_the_rate(tmp_path):
     assert line["extra"]["why"].startswith(
         "the model failed (model_error): scripted model ran out of replies")
     assert "1 run ended on an error of the eval" in proc.stderr
+    assert "; --retry-errors runs it again" in proc.stderr
     script(tmp_path / "s.json", DONE)  # the endpoint is back
     assert "1 run, 0 run now" in cli("eval", ds, "-m", model).stdout  # finished, as it was
     again = cli("eval", ds, "-m", model, "--retry-errors", "--fail-under", "1")

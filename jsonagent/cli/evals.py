@@ -141,7 +141,8 @@ def run(ctx: typer.Context,
     if errors:
         held = len(repeats(out))
         typer.echo(f"{errors} run{'s' * (errors != 1)} ended on an error of the eval (its "
-                   f"\"why\" in {out} says what); --retry-errors runs them again"
+                   f"\"why\" in {out} says what); --retry-errors runs "
+                   f"{'it' if errors == 1 else 'them'} again"
                    + (f" ({held} only with --force: {'its' if held == 1 else 'their'} once "
                       "calls would happen again)" if held else ""), err=True)
     if report is not None:

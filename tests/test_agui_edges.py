@@ -194,3 +194,45 @@ def test_a_resume_that_answers_some_of_the_open_interrupts_says_so_in_ag_ui_word
     assert second["id"] in said and "one resume entry for each open interrupt" in said, said
     assert "items" not in said and "{" not in said
     assert server.get(run_id)["status"] == "requires_action"
+
+
+def test_a_reasked_reply_is_a_call_of_its_own_with_only_its_own_arguments():
+    """A reply re-asked (it did not validate) was shown live as a call: it ends void, and the
+    reply written again is another call, with another id, even when its deltas come before
+    the stored re-ask (which waits for the step's checkpoint). A reader that comes later, from
+    the stored events only, names the real call the same."""
+    from jsonagent.events import ArgsDelta, ToolNameKnown
+    from jsonagent.server.agui_events import Translator
+
+    def kinds(events):
+        return [(e.type.value if hasattr(e.type, "value") else e.type, e.tool_call_id)
+                for e in events if hasattr(e, "tool_call_id")]
+
+    t = Translator("run_1", "TaskCompleteTool")
+    reask = {"type": "reask", "run_id": "run_1", "step": 1, "attempt": 1, "seq": 4,
+             "stage": "args", "problem": "code: a string is required"}
+    stored = [reask, {"type": "step", "run_id": "run_1", "step": 1, "thought": "",
+                      "tool": "Notes", "args": {"text": "hi"}},
+              {"type": "tool_result", "run_id": "run_1", "step": 1, "tool": "Notes",
+               "observation": "noted", "call": 0, "seq": 7}]
+    out = t.delta(ToolNameKnown(run_id="run_1", step=1, name="Code"))
+    out += t.delta(ArgsDelta(run_id="run_1", step=1, text='{"code": 1}'))
+    out += t.delta(ToolNameKnown(run_id="run_1", step=1, attempt=1, name="Notes"))
+    out += t.delta(ArgsDelta(run_id="run_1", step=1, attempt=1, text='{"text": "hi"}'))
+    for e in stored:
+        out += t.event(e)
+    void, real = "run_1.1.0", "run_1.1.0.r1"
+    assert kinds(out) == [("TOOL_CALL_START", void), ("TOOL_CALL_ARGS", void),
+                          ("TOOL_CALL_END", void), ("TOOL_CALL_RESULT", void),
+                          ("TOOL_CALL_START", real), ("TOOL_CALL_ARGS", real),
+                          ("TOOL_CALL_END", real), ("TOOL_CALL_RESULT", real)]
+    args = {}
+    for e in out:
+        if hasattr(e, "delta") and hasattr(e, "tool_call_id"):
+            args[e.tool_call_id] = args.get(e.tool_call_id, "") + e.delta
+    assert args == {void: '{"code": 1}', real: '{"text": "hi"}'}
+    assert "not run" in next(e.content for e in out if getattr(e, "tool_call_id", None) == void
+                             and hasattr(e, "content"))
+    later = Translator("run_1", "TaskCompleteTool")
+    late = [e for s in stored for e in later.event(s)]
+    assert {i for _, i in kinds(late)} == {real}

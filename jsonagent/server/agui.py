@@ -34,7 +34,7 @@ from ..events import Delta
 from ..session import NAME_MAX
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, SERVER_FINAL, server_status
 from ..tools.schema import validator
-from .agui_events import Translator, call_id, text_of
+from .agui_events import Translator, attempts, call_id, text_of
 from .follow import follow, seen_so_far
 from .frontend_tools import is_frontend
 from .guard import json_problem
@@ -273,7 +273,23 @@ def _waiting_call(runner: Runner, info: Any) -> str:
     if path and not path[-1].startswith("a2a:"):
         waiting = runner.get(path[-1])
     mine = pending.id is not None and pending.id.startswith(f"{waiting.id}.")
-    return call_id(waiting.id, len(waiting.state.steps), call_index(pending.id) if mine else 0)
+    return _shown(runner, waiting.id, len(waiting.state.steps),
+                  call_index(pending.id) if mine else 0)
+
+
+def _shown(runner: Runner, run_id: str, step: int, index: int,
+           read: dict[str, dict] | None = None) -> str:
+    """The id the client was shown for a call: its key, and its step's attempt. `read`:
+    each run's attempts read so far (a pending of many items reads its run once)."""
+    read = {} if read is None else read
+    if run_id not in read:
+        read[run_id] = attempts(runner.store.events(run_id))
+    return call_id(run_id, step, index, read[run_id].get((run_id, step), 0))
+
+
+def _shown_key(runner: Runner, key: str, read: dict[str, dict]) -> str:
+    run_id, step, index = key.rsplit(".", 2)
+    return _shown(runner, run_id, int(step), int(index), read)
 
 
 def _interrupt_ids(info: Any) -> dict[str, Any]:
@@ -286,16 +302,18 @@ def _interrupt_ids(info: Any) -> dict[str, Any]:
 
 
 def _interrupts(runner: Runner, info: Any) -> list[dict[str, Any]]:
-    out = []
+    out, read = [], {}
     for iid, pending in _interrupt_ids(info).items():
         item: dict[str, Any] = {"id": iid, "reason": pending.kind,
                                 "responseSchema": SCHEMAS[pending.kind],
                                 "metadata": {"pending": pending.model_dump(mode="json")}}
         if pending.kind == "approval":
-            item["toolCallId"] = pending.id or _waiting_call(runner, info)
+            item["toolCallId"] = _shown_key(runner, pending.id, read) if pending.id else \
+                _waiting_call(runner, info)
             item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
         elif pending.kind == "once":
-            item["toolCallId"] = pending.id or _waiting_call(runner, info)
+            item["toolCallId"] = _shown_key(runner, pending.id, read) if pending.id else \
+                _waiting_call(runner, info)
             item["message"] = once_question(pending.tool, pending.args, pending.key)
         else:
             item["message"] = pending.question or ""
@@ -323,7 +341,10 @@ async def _stream(runner: Runner, wakeups: Wakeups, request: Request, thread: st
     info = await asyncio.to_thread(runner.get, run_id)
     yield RunStartedEvent(thread_id=thread, run_id=run_id)
     yield StateSnapshotEvent(snapshot=snapshot(info))
-    translator = Translator(run_id, runner.front.deps.toolset.final.name)
+    # a stream that starts mid-run names the calls of a step re-asked before as the first did
+    seen = attempts(await asyncio.to_thread(runner.store.events, run_id, None, 0)) \
+        if plan.after else {}
+    translator = Translator(run_id, runner.front.deps.toolset.final.name, seen)
     ended = None
     events = follow(runner, wakeups, run_id, plan.after, request, deltas=True, subs=plan.subs,
                     through_pauses=False)

@@ -31,10 +31,25 @@ from ..events import ArgsDelta, Delta, ThoughtDelta, ToolNameKnown
 from ..status import COMPLETED, NEEDS_HUMAN
 
 
-def call_id(run_id: str, step: int, index: int = 0) -> str:
-    """One key per tool call: the run, the step, the call's index in the step (calls.py).
-    The same call has the same id in every stream, on every node."""
-    return call_key(run_id, step, index)
+def call_id(run_id: str, step: int, index: int = 0, attempt: int = 0) -> str:
+    """One id per tool call: its key (the run, the step, the call's index in the step,
+    calls.py), and the attempt at the step's reply when a re-ask wrote it again, so that a
+    void call and the one written after it are two calls to the client (one id, and the
+    client would append the new arguments to the void ones). The same call has the same id
+    in every stream, on every node."""
+    key = call_key(run_id, step, index)
+    return key if not attempt else f"{key}.r{attempt}"
+
+
+def attempts(events: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """Each step's latest attempt at its reply, by (run, step), from a run's stored events:
+    what a stream that starts after them needs to name the step's calls."""
+    out: dict[tuple[str, int], int] = {}
+    for e in events:
+        if e["type"] == "reask":
+            key = (e["run_id"], e["step"])
+            out[key] = max(out.get(key, 0), e["attempt"])
+    return out
 
 
 def text_of(value: Any) -> str:
@@ -65,9 +80,13 @@ class Lane:
 
 
 class Translator:
-    def __init__(self, run_id: str, final_tool: str):
+    def __init__(self, run_id: str, final_tool: str,
+                 seen: dict[tuple[str, int], int] | None = None):
         self.run_id, self.final_tool = run_id, final_tool.lower()
         self.lanes: dict[str, Lane] = {}
+        self.attempts = dict(seen or {})
+        """Each step's attempt being shown, by (run, step) (`attempts`): a delta of a later
+        one voids what was shown before it, as the re-ask it follows will say."""
         self._thoughts = 0
         """Thoughts shown: each reasoning message has its own id, a re-asked step's too."""
 
@@ -77,6 +96,10 @@ class Translator:
         lane, out = self._lane(d.run_id, None)
         if d.step <= lane.stored:
             return out
+        if d.attempt > self.attempts.get((d.run_id, d.step), 0):
+            # a re-ask writes the reply again; its stored event may come later than this
+            out += self._void(lane, {"problem": "re-asked"})
+            self.attempts[(d.run_id, d.step)] = d.attempt
         if isinstance(d, ThoughtDelta):
             if d.text and lane.call is None:
                 out += self._open_step(lane, d.step) + self._open_thought(lane, d.run_id, d.step)
@@ -99,8 +122,11 @@ class Translator:
         kind = e["type"]
         if kind == "step":
             out += self._step(lane, e)
-        elif kind in ("reask", "model_retry", "model_fallback") and \
-                (kind == "reask" or e.get("restart")):
+        elif kind == "reask":
+            if e["attempt"] > self.attempts.get((e["run_id"], e["step"]), 0):  # not yet voided
+                out += self._void(lane, e)
+                self.attempts[(e["run_id"], e["step"])] = e["attempt"]
+        elif kind in ("model_retry", "model_fallback") and e.get("restart"):
             out += self._void(lane, e)
         elif kind == "tool_result":
             out += self._result(lane, e)
@@ -167,7 +193,7 @@ class Translator:
                         ToolCallEndEvent(tool_call_id=lane.call, **self._mark(lane))]
             lane.call = None
             return out
-        if lane.call != call_id(run_id, index):  # not streamed: the call comes whole
+        if lane.call != self._id(run_id, index):  # not streamed: the call comes whole
             out += self._start_call(lane, run_id, index, e["tool"])
         if not lane.args_shown:  # its name came live, its arguments did not (a late reader)
             out.append(ToolCallArgsEvent(tool_call_id=lane.call, delta=text_of(e["args"]),
@@ -179,7 +205,7 @@ class Translator:
     def _result(self, lane: Lane, e: dict[str, Any]) -> list[BaseEvent]:
         run_id, index = e["run_id"], e["step"]
         out = self._open_step(lane, index)
-        call = call_id(run_id, index, e.get("call", 0))
+        call = self._id(run_id, index, e.get("call", 0))
         if lane.final == index:  # an answer sent back (it did not validate): a call after all
             out += self._start_call(lane, run_id, index, e["tool"])
             out.append(ToolCallEndEvent(tool_call_id=call, **self._mark(lane)))
@@ -199,7 +225,8 @@ class Translator:
             call, lane.call = lane.call, None
             said = e.get("problem") or e.get("said") or e.get("error") or "written again"
             out += [ToolCallEndEvent(tool_call_id=call, **self._mark(lane)),
-                    ToolCallResultEvent(message_id=f"{call}.{e['seq']}.void", tool_call_id=call,
+                    ToolCallResultEvent(message_id=f"{call}.{e.get('seq', 0)}.void",
+                                        tool_call_id=call,
                                         content=f"not run: the reply was void ({said})",
                                         role="tool", **self._mark(lane))]
         lane.final = None
@@ -220,9 +247,12 @@ class Translator:
         started = SubagentStartedEvent(
             subagent_run_id=run_id, name=(parent.tool if parent and parent.tool else "agent"),
             **({"parent_subagent_run_id": parent.sub} if parent and parent.sub else {}),
-            **({"parent_tool_call_id": call_id(e["parent_run_id"], parent.step)}
+            **({"parent_tool_call_id": self._id(e["parent_run_id"], parent.step)}
                if parent and e and e.get("parent_run_id") and parent.step else {}))
         return lane, [started]
+
+    def _id(self, run_id: str, index: int, n: int = 0) -> str:
+        return call_id(run_id, index, n, self.attempts.get((run_id, index), 0))
 
     def _mark(self, lane: Lane) -> dict[str, Any]:
         return {"subagent_run_id": lane.sub} if lane.sub else {}
@@ -257,6 +287,6 @@ class Translator:
 
     def _start_call(self, lane: Lane, run_id: str, index: int, name: str,
                     n: int = 0) -> list[BaseEvent]:
-        lane.call, lane.tool, lane.args_shown = call_id(run_id, index, n), name, False
+        lane.call, lane.tool, lane.args_shown = self._id(run_id, index, n), name, False
         return [ToolCallStartEvent(tool_call_id=lane.call, tool_call_name=name,
                                    **self._mark(lane))]

@@ -205,15 +205,47 @@ class Cancelled(BaseException):
     """The run's cancel token was set while the loop waited for a model or a tool."""
 
 
-def read_text(path, error: type[JsonAgentError], what: str = "") -> str:
+MAX_FILE_BYTES = 256 << 20
+"""The largest file read whole (a spec, a dataset, a task or results file, a script)."""
+
+
+def read_text(path, error: type[JsonAgentError], what: str = "",
+              limit: int = MAX_FILE_BYTES) -> str:
     """A UTF-8 file's text, or `error` with one line naming the file and what went wrong
-    (`what`: what the file is for, as in "cannot read tool specs")."""
+    (`what`: what the file is for, as in "cannot read tool specs"). The one home of reading
+    a file someone named: only a regular file of `limit` bytes at most is read, since
+    /dev/zero as a tools path or a results file read until the process was killed."""
+    import os
+    import stat
+
+    doing = f"cannot read{' ' + what if what else ''}"
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a named pipe would wait for a writer; a regular file ignores it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise error(f"{path}: {doing}: not a regular file (a device, a pipe or a "
+                            "socket)")
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{path}: {doing}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{path}: {doing}: larger than {limit:,} bytes")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+
+
+def write_text(path, text: str, error: type[JsonAgentError], what: str = "") -> None:
+    """Write `text` to `path`, or `error` in one line (a full disk, /dev/full, no right)."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise error(f"{path}: cannot read{' ' + what if what else ''}: {exc.strerror or exc}") from None
+        raise error(f"{path}: cannot write{' ' + what if what else ''}: "
+                    f"{exc.strerror or exc}") from None
 
 
 MODEL_ERROR_KINDS = {cls.kind: cls for cls in (

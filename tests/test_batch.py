@@ -146,6 +146,35 @@ def test_bad_task_file_is_one_line_error_and_nothing_runs(tmp_path, content, mes
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["batch", "eval"])
+def test_a_device_as_the_results_file_is_one_line_error(tmp_path, command):
+    """--out /dev/full was read as the results to go on from, zeros without end, until the
+    process was killed; a write that fails (a full disk) is one line too."""
+    if command == "batch":
+        given = write_tasks(tmp_path / "t.jsonl", [{"id": "a", "input": "x"}])
+        flag = "--out"
+    else:
+        given = tmp_path / "cases.yaml"
+        given.write_text("cases:\n  - {input: a}\n")
+        flag = "--output"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([json.dumps(step("TaskCompleteTool", {"output": "a"}))]))
+    proc = cli(command, given, flag, "/dev/full", "--model", f"scripted:{script}")
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: /dev/full: cannot read results: not a regular file (a "
+                           "device, a pipe or a socket)\n")
+
+
+def test_a_results_write_that_fails_is_one_line():
+    from jsonagent.batch import ResultsFile, TaskResult
+
+    results = ResultsFile(Path("/dev/full"))  # every write: no space left on the device
+    with pytest.raises(BatchError, match=r"^cannot write results /dev/full: No space left "
+                                         r"on device$"):
+        results.write(TaskResult(id="a", status="completed"))
+    results.close()
+
+
 def test_unreadable_task_file_and_foreign_results_file(tmp_path):
     proc = cli("batch", tmp_path / "nope.jsonl", "--out", tmp_path / "o.jsonl", "-m", "x")
     assert proc.returncode == 2 and "cannot read" in proc.stderr and "Traceback" not in proc.stderr

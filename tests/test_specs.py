@@ -1,6 +1,7 @@
 """Tool specs: three dialects, Python type names, meta-schema errors, argument validation."""
 
 import json
+import os
 
 import pytest
 
@@ -190,6 +191,31 @@ def test_invalid_json_file_names_line_and_column(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(SpecError, match="cannot read tool specs"):
         load_tools(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe"])
+def test_a_device_or_a_pipe_is_refused_not_read(tmp_path, kind):
+    """/dev/zero as a tools path was read until the process was killed at 18.7 GB; a named
+    pipe's open would wait for a writer that never comes."""
+    path = "/dev/zero"
+    if kind == "pipe":
+        path = tmp_path / "specs.json"
+        os.mkfifo(path)
+    with pytest.raises(SpecError) as caught:
+        load_tools(path)
+    assert str(caught.value) == (f"{path}: cannot read tool specs: not a regular file (a "
+                                 "device, a pipe or a socket)")
+
+
+def test_a_file_past_the_limit_is_refused_unread(tmp_path):
+    from jsonagent.errors import read_text
+
+    big = tmp_path / "big.json"
+    big.write_text("[" + " " * 100 + "]")
+    assert read_text(big, SpecError, limit=102) == "[" + " " * 100 + "]"
+    with pytest.raises(SpecError, match=r"big.json: cannot read tool specs: larger than 101 "
+                                        r"bytes$"):
+        read_text(big, SpecError, "tool specs", limit=101)
 
 
 def test_file_may_hold_one_spec_or_a_tools_key(tmp_path):

@@ -125,12 +125,9 @@ def read_results(path: str | Path, check: Callable[[dict], str | None] | None = 
     `check` says what is wrong with a line that its reader could not use (None: nothing),
     which is refused with the file and the line's number; the file is left as it is."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BatchError(f"{path}: cannot read results: {exc}") from None
+    text = read_text(path, BatchError, "results")
     lines = text.split("\n")
     lines.pop()  # after the last newline: empty, or the torn tail of a killed write
     results = []
@@ -180,11 +177,17 @@ class ResultsFile:
             self._file.truncate(size - len(tail) + cut + 1)
 
     def write(self, result: TaskResult) -> None:
-        self._file.write((result.line() + "\n").encode("utf-8"))
-        self._file.flush()
+        try:
+            self._file.write((result.line() + "\n").encode("utf-8"))
+            self._file.flush()
+        except OSError as exc:  # a full disk: the tasks before this one are kept
+            raise BatchError(f"cannot write results {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:
+            pass  # the line its flush fails on was refused by write, which said so
 
 
 def rewrite_without(path: Path, ids: set[str]) -> None:

@@ -43,13 +43,17 @@ def run(
     """Run one cell and print its ExecResult as JSON (files_changed are relative to `workdir`).
     A limit the code ran into is named in `note`, and on stderr."""
     from ..bundled import sandbox
+    from ..errors import ConfigError, read_text
     from ..tools.core import limit_notes
     Sandbox, SandboxError = sandbox.Sandbox, sandbox.SandboxError
 
-    try:
-        code = sys.stdin.read() if file in (None, "-") else Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}")
+    if file in (None, "-"):
+        code = sys.stdin.read()
+    else:
+        try:
+            code = read_text(file, ConfigError, "code")
+        except ConfigError as exc:
+            _fail(str(exc))
     # Without --workdir, files the code writes land in a fresh temp dir that is kept only if used.
     keep = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="jsonagent-run-"))
     try:

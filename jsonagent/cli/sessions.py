@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import ConfigError, write_text
 from ..state import step_view
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN
 from .command import PlainCommand
@@ -120,7 +121,7 @@ def export(name: NameArg, out: Annotated[Optional[Path], typer.Option(
     if out is None:
         typer.echo(lines, nl=False)
     else:
-        out.write_text(lines, encoding="utf-8")
+        write_text(out, lines, ConfigError, "the events")
 
 
 @app.command("delete", cls=PlainCommand)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import SpecError, Unreadable
+from ..errors import SpecError, Unreadable, read_text
 from .schema import json_pointer, json_type, validator
 from .specs import ToolSpec
 
@@ -44,8 +44,8 @@ def spec_paths(paths: list[Path]) -> list[Path]:
             continue
         for f in sorted(path.rglob("*.json")):
             try:
-                data = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                data = json.loads(read_text(f, Unreadable))
+            except (Unreadable, ValueError):
                 data = None
             if not (isinstance(data, dict) and "$schema" in data):
                 out.append(f)
@@ -54,9 +54,7 @@ def spec_paths(paths: list[Path]) -> list[Path]:
 
 def lint_file(path: Path, strict: bool = False) -> list[str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Unreadable(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        data = json.loads(read_text(path, Unreadable))
     except json.JSONDecodeError as exc:
         raise Unreadable(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     if isinstance(data, dict) and "tools" in data:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calls import EFFECTS
-from ..errors import ConfigError
+from ..errors import ConfigError, read_text
 
 
 def config_entries(path: str | Path) -> Iterator[tuple[str | list[str], dict[str, Any]]]:
@@ -18,9 +18,7 @@ def config_entries(path: str | Path) -> Iterator[tuple[str | list[str], dict[str
 
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read MCP config: {exc.strerror or exc}") from None
+        data = json.loads(read_text(path, ConfigError, "MCP config"))
     except ValueError as exc:
         raise ConfigError(f"{path}: not a JSON MCP config: {exc}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 from .. import bundled
 from .core import BUILTINS, FINAL_TOOL
-from ..errors import SpecError
+from ..errors import SpecError, read_text
 from .specs import ToolSpec, check_unique, load_tools
 from .tool import Tool, context_param, tool
 
@@ -126,8 +126,8 @@ def spec_files(path: str | Path) -> list[Path]:
     files = []
     for f in sorted(path.glob("*.json")):
         try:
-            head = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            head = json.loads(read_text(f, SpecError))
+        except (SpecError, ValueError):
             head = None  # let load_tools say what is wrong with it
         if not (isinstance(head, dict) and "$schema" in head):
             files.append(f)

@@ -107,6 +107,27 @@ def test_non_zero_exit_is_an_error_with_stderr(tmp_path):
     assert str(err.value) == f"command '{Path(PY).name}' exited with status 3: disk full"
 
 
+def test_a_script_beside_the_spec_run_from_elsewhere_says_where_it_ran(tmp_path, monkeypatch):
+    """`cwd` defaults to the caller's directory (which `git log` needs), so a script named
+    beside the spec is not found from another one: the error says where, and what sets it
+    (issue 58, finding 27)."""
+    specs, elsewhere = tmp_path / "specs", tmp_path / "elsewhere"
+    specs.mkdir()
+    elsewhere.mkdir()
+    (specs / "helper.py").write_text("print('helped')\n")
+    monkeypatch.chdir(elsewhere)
+    spec = {"name": "x", "description": "d", "handler": {"command": [PY, "helper.py"]}}
+    with pytest.raises(ToolError) as err:
+        call(one(specs, spec))
+    said = str(err.value)
+    assert said.startswith(f"command '{Path(PY).name}' exited with status 2: ")
+    assert said.endswith(f" (it ran in {elsewhere}, the caller's directory, and 'helper.py' is "
+                         f"beside the spec in {specs}: \"cwd\": \".\" in the handler runs it "
+                         "there)")
+    spec["handler"]["cwd"] = "."
+    assert call(one(specs, spec, "beside.json")).strip() == "helped"
+
+
 def test_timeout_kills_the_whole_process_group(tmp_path):
     pidfile = tmp_path / "child.pid"
     script = tmp_path / "slow.py"

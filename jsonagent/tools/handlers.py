@@ -172,6 +172,7 @@ class CommandHandler:
         self.limit = handler.get("max_output", MAX_OUTPUT)
         base = base or Path.cwd()
         self.cwd = str((base / handler["cwd"]).resolve()) if "cwd" in handler else None
+        self.base = base
         self.env = base_env({k: resolve_secrets(v, f"{self.where}: /handler/env/{k}")
                              for k, v in handler.get("env", {}).items()})
         exe = self.argv[0]
@@ -219,8 +220,22 @@ class CommandHandler:
             why = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
                    else f"exited with status {proc.returncode}")
             detail = _snippet(err.decode("utf-8", "replace")) or _snippet(text) or "no output"
-            raise ToolError(f"command {name!r} {why}: {detail}")
+            raise ToolError(f"command {name!r} {why}: {detail}{self._where_it_ran(argv)}")
         return observation(text, self.output, self.limit, f"output of command {name!r}")
+
+    def _where_it_ran(self, argv: list[str]) -> str:
+        """When an argument names a file beside the spec that the caller's directory lacks
+        (`["python3", "helper.py"]`): where the command ran, and how to run it beside the
+        spec. The caller's directory stays the default, which `git log` and the like need."""
+        if self.cwd is not None:
+            return ""
+        here = Path.cwd()
+        beside = next((a for a in argv[1:] if a and not os.path.isabs(a)
+                       and (self.base / a).is_file() and not (here / a).exists()), None)
+        if beside is None:
+            return ""
+        return (f" (it ran in {here}, the caller's directory, and {beside!r} is beside the "
+                f"spec in {self.base.resolve()}: \"cwd\": \".\" in the handler runs it there)")
 
 
 def _dies_with_us() -> Callable[[], None] | None:

@@ -165,3 +165,41 @@ def test_an_aborted_run_is_cancelled(serve):
     cancelled = server.wait(run_id, "cancelled", timeout=10)
     assert cancelled["steps"][0]["observation"] != "waited"
     time.sleep(0.2)
+
+
+def test_a_reasked_reply_and_the_one_written_again_are_two_calls_to_the_client(
+        tmp_path, monkeypatch):
+    """A streamed reply whose arguments do not validate is re-asked: the client holds it as
+    a void call with its own arguments, and the reply written again as another call whose
+    arguments are its own alone (they were appended to the void one's: '{..}{..}')."""
+    from openai_stub import OpenAIStub, streamed
+    from test_server import Server
+
+    bad = json.dumps(step("GetTimeTools", {"timezone": 5}, "the time"))
+    good = json.dumps(step("GetTimeTools", {"timezone": "UTC"}, "the time, again"))
+    replies = iter([bad, good, json.dumps(DONE)])
+
+    def reply(body: dict):
+        text = next(replies)
+        chunks = streamed([text[i:i + 8] for i in range(0, len(text), 8)])
+        chunks.delay = 0.01
+        return 200, chunks
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStub([reply] * 3) as stub:
+        server = Server(tmp_path, [])
+        server.args = ["--model", "stub-model", "--base-url", stub.url, *server.args[2:]]
+        server.start()
+        try:
+            data = drive(server, "complete", "reasked", input="What time is it?")
+        finally:
+            server.kill()
+    [run] = data["runs"]
+    assert run["outcome"] == "success", run
+    calls = {c["id"]: c["function"]["arguments"] for m in data["messages"]
+             if m["role"] == "assistant" for c in m.get("toolCalls") or []}
+    assert len(calls) == 2, calls
+    void, real = calls.values()
+    assert json.loads(void) == {"timezone": 5} and json.loads(real) == {"timezone": "UTC"}
+    said = results(run)
+    assert "not run" in said[list(calls)[0]] and "UTC" in said[list(calls)[1]]

@@ -221,7 +221,9 @@ cases:
     assert [e.label for e in first.checks(ds.evaluators)] == \
         ["status", "expected", "eval_checks:short", "trajectory"]
     assert isinstance(typed.checks()[0], Fields)
-    assert ds.variants[0] == Variant(name="a", model="scripted:a.json", temperature=0.5)
+    # read against the dataset's folder, as its tools are (issue 58, finding 26)
+    assert ds.variants[0] == Variant(name="a", model=f"scripted:{tmp_path.resolve() / 'a.json'}",
+                                     temperature=0.5)
     assert ds.variants[1].config == {"prompt_style": "react", "max_reasks": 1}
     assert typed.approver()("Delete", {}) and not typed.approver()("Other", {})
     assert len(ds.hash) == 16 and Dataset.load(path).hash == ds.hash
@@ -260,6 +262,35 @@ def test_a_bad_dataset_names_file_line_and_field(tmp_path, text, message):
         Dataset.load(path)
     assert str(err.value).startswith(str(path)) and message in str(err.value), str(err.value)
     assert "\n" not in str(err.value)
+
+
+def billion_laughs(depth: int) -> str:
+    """A case whose `expected` is nine of the level below, `depth` levels deep: 9**depth
+    copies of "lol" from a few hundred bytes."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{n}: &a{n} [{','.join([f'*a{n - 1}'] * 9)}]" for n in range(1, depth + 1)]
+    return "cases:\n  - input: x\n    expected:\n" + "".join(f"      {ln}\n" for ln in lines)
+
+
+def test_a_yaml_alias_bomb_is_refused_before_anything_expands_it(tmp_path):
+    """336 bytes of aliases gave 3.8 MB of results and of the report; 474, a MemoryError.
+    These 364 are 4.3 MB as JSON."""
+    path = write(tmp_path, billion_laughs(5))
+    assert path.stat().st_size == 364
+    with pytest.raises(EvalError) as err:
+        Dataset.load(path)
+    assert str(err.value) == (f"{path}:9: its YAML aliases expand to more than 1,000,000 "
+                              "characters past the file's own (an alias bomb?)")
+    loop = write(tmp_path, "cases:\n  - input: x\n    expected: &a [1, *a]\n")
+    with pytest.raises(EvalError, match=r"cases.yaml:3: a YAML alias inside the value it "
+                                        r"names: a loop$"):
+        Dataset.load(loop)
+
+
+def test_aliases_within_the_bound_load_as_written(tmp_path):
+    path = write(tmp_path, billion_laughs(3))  # 729 copies
+    [case] = Dataset.load(path).cases
+    assert len(case.expected["a3"]) == 9 and case.expected["a3"][0][0][0][0] == "lol"
 
 
 def test_a_bad_jsonl_dataset_names_its_line(tmp_path):

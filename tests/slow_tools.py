@@ -2,7 +2,8 @@
 
 Each sleeps until an epoch deadline given in its arguments, or until the test releases it
 (a `release` file beside the specs; `SlowHttp.release`), so that a test can cancel a run
-mid-tool and then see a next run complete. Each leaves a mark when it starts.
+mid-tool and then see a next run complete. Each leaves a mark when it starts. `payer` is a
+`once` tool that keeps the keys it was called with, as a payment API's ledger does.
 """
 
 from __future__ import annotations
@@ -222,6 +223,21 @@ def ctrl_c_once_written(args: list, out, lines: int) -> subprocess.CompletedProc
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+
+
+def payer(tmp: Path, nap: float = 0) -> tuple[Path, Path]:
+    """A `once` tool spec, `pay`, in `tmp` whose handler writes its idempotency key to a
+    ledger file (a payment API's record) then naps `nap` seconds; the ledger and the spec."""
+    ledger = tmp / "ledger.txt"
+    (tmp / "payer.py").write_text(
+        "import time\nfrom jsonagent.calls import current_key\n\n"
+        f"def pay(amount):\n    with open({str(ledger)!r}, 'a') as f:\n"
+        f"        f.write(current_key() + '\\n')\n    time.sleep({nap})\n    return 'paid'\n")
+    spec = tmp / "pay.json"
+    spec.write_text(json.dumps([{"name": "pay", "description": "Pays.", "handler": "payer:pay",
+                                 "effects": "once",
+                                 "parameters": [{"name": "amount", "type": "integer"}]}]))
+    return ledger, spec
 
 
 def ray_left_behind(temp: str, wait: float = 20) -> list[int]:

@@ -22,7 +22,7 @@ import pytest
 from jsonagent import Agent
 from jsonagent.batch import BatchError, read_results, read_tasks, run_batch
 from jsonagent.testing import ScriptedModel, step
-from slow_tools import ctrl_c_once_written, ray_left_behind
+from slow_tools import ctrl_c_once_written, payer, ray_left_behind
 
 HERE = Path(__file__).resolve().parent
 DONE = step("TaskCompleteTool", {"output": "the answer is 4"}, "done")
@@ -343,6 +343,37 @@ def test_cli_exit_code_is_1_when_a_task_failed(tmp_path):
     assert retry.returncode == 0, retry.stderr
     [line] = read_results(tmp_path / "o.jsonl")
     assert line["status"] == "completed"
+
+
+def test_retry_failed_leaves_a_task_whose_once_call_went_through_unless_forced(tmp_path):
+    """The model fails after a payment went through (issue 58, finding 4): run again, the
+    payment would go under a new key, which the payment API's idempotency check cannot
+    catch. --retry-failed leaves that task; --force runs it, saying what it repeats."""
+    ledger, spec = payer(tmp_path)
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"id": "bill", "input": "pay 3"}])
+    script, out = tmp_path / "s.json", tmp_path / "o.jsonl"
+    pay = json.dumps(step("pay", {"amount": 3}, "pay"))
+    script.write_text(json.dumps([pay]))  # then no reply: the model fails after paying
+    args = ["batch", tasks, "--out", out, "-m", f"scripted:{script}", "--tools", spec]
+    first = cli(*args)
+    [line] = read_results(out)
+    key = f"{line['run_id']}.1.0"
+    assert line["status"] == "failed", first.stderr
+    assert line["extra"]["once"] == [{"key": key, "tool": "pay", "ended": "returned"}]
+    assert ledger.read_text().split() == [key]
+    script.write_text(json.dumps([pay, json.dumps(DONE)]))  # the model is back
+    again = cli(*args, "--retry-failed")
+    assert again.returncode == 1 and "0 run now" in again.stdout, again.stderr
+    assert f"bill is not run again: before its error it called pay (key {key}, " \
+           "returned)" in again.stderr and "--force" in again.stderr
+    assert ledger.read_text().split() == [key]  # paid once
+    forced = cli(*args, "--retry-failed", "--force")
+    assert forced.returncode == 0 and "1 run now" in forced.stdout, forced.stderr
+    assert f"--force: bill runs again, and with it pay (key {key}, returned) again" \
+        in forced.stderr
+    paid = ledger.read_text().split()
+    assert len(paid) == 2 and paid[0] == key and line["run_id"] not in paid[1]
+    assert cli(*args, "--force").returncode == 2
 
 
 def test_a_broken_agent_factory_is_one_error_before_any_task(tmp_path):

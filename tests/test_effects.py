@@ -327,17 +327,9 @@ def test_ctrl_c_in_jsonagent_run_inside_a_once_call_then_resume_asks(tmp_path):
     """A real Ctrl-C (SIGINT to the process group) while a payment's answer is awaited: the
     run exits 4 naming the question, `jsonagent resume` asks it, and the answer finishes the
     run without paying again."""
-    from slow_tools import ctrl_c_once_written
+    from slow_tools import ctrl_c_once_written, payer
 
-    ledger, db = tmp_path / "ledger.txt", tmp_path / "runs.db"
-    (tmp_path / "payer.py").write_text(
-        "import time\nfrom jsonagent.calls import current_key\n\n"
-        f"def pay(amount):\n    with open({str(ledger)!r}, 'a') as f:\n"
-        "        f.write(current_key() + '\\n')\n    time.sleep(30)\n    return 'paid'\n")
-    spec = tmp_path / "pay.json"
-    spec.write_text(json.dumps([{"name": "pay", "description": "Pays.", "handler": "payer:pay",
-                                 "effects": "once",
-                                 "parameters": [{"name": "amount", "type": "integer"}]}]))
+    (ledger, spec), db = payer(tmp_path, nap=30), tmp_path / "runs.db"
     script = tmp_path / "script.json"
     script.write_text(json.dumps([json.dumps(step("pay", {"amount": 3}, "pay")),
                                   json.dumps(DONE)]))

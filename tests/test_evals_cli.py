@@ -189,15 +189,9 @@ def test_retry_errors_leaves_a_run_whose_once_call_went_through_unless_forced(tm
     """A model error after a payment went through (issue 58, finding 4): run again, the
     payment would go under a new key, which the payment API's idempotency check cannot
     catch. --retry-errors leaves that run; --force runs it, saying what it repeats."""
-    ledger = tmp_path / "ledger.txt"
-    (tmp_path / "payer.py").write_text(
-        "from jsonagent.calls import current_key\n\n"
-        f"def pay(amount):\n    with open({str(ledger)!r}, 'a') as f:\n"
-        "        f.write(current_key() + '\\n')\n    return 'paid'\n")
-    spec = tmp_path / "pay.json"
-    spec.write_text(json.dumps([{"name": "pay", "description": "Pays.", "handler": "payer:pay",
-                                 "effects": "once", "parameters": [
-                                     {"name": "amount", "type": "integer"}]}]))
+    from slow_tools import payer
+
+    ledger, spec = payer(tmp_path)
     pay = step("pay", {"amount": 3}, "pay")
     model = script(tmp_path / "s.json", pay)  # then no reply: the model fails after paying
     ds = dataset(tmp_path, f"defaults: {{tools: [{spec.name}]}}\n"

@@ -17,19 +17,20 @@ from .. import tracing
 from ..errors import BatchError
 from .dispatch import AgentFactory, Job, dispatch, run_task, worker_name
 from .files import (BatchSummary, ResultsFile, Task, TaskResult, read_results, read_tasks,
-                    rewrite_without, summarize, to_retry, to_run, transcript_path)
+                    repeats, rewrite_without, summarize, to_retry, to_run, transcript_path)
 from .local import LocalBackend
 from .ray import run_ray
 
 __all__ = ["AgentFactory", "BatchError", "BatchSummary", "Job", "ResultsFile", "Task",
-           "TaskResult", "read_results", "read_tasks", "rewrite_without", "run_batch", "run_task",
-           "summarize", "to_retry", "to_run", "transcript_path"]
+           "TaskResult", "read_results", "read_tasks", "repeats", "rewrite_without", "run_batch",
+           "run_task", "summarize", "to_retry", "to_run", "transcript_path"]
 
 
 def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory: AgentFactory,
               *, workers: int | None = None, backend: str = "local",
               ray_address: str | None = None, task_timeout: float | None = None,
-              retry_failed: bool = False, transcripts: str | Path | None = None,
+              retry_failed: bool = False, force: bool = False,
+              transcripts: str | Path | None = None,
               on_result: Callable[[TaskResult], None] | None = None,
               job: Job = run_task) -> BatchSummary:
     """Run every task not yet in `out`, appending one line each; return the summary.
@@ -38,8 +39,10 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
     default the cluster's CPUs). The `inline` backend runs the tasks one at a time in this
     process, so its factory need not pickle. `job` is what a worker does with each task
     (`run_task`: run it on the factory's agent). `retry_failed` first drops the failed lines
-    of `out` so those tasks run again. `on_result` sees each result once its line is written.
-    Bad input raises BatchError before anything runs.
+    of `out` so those tasks run again; one whose `once` calls began (a payment, an email)
+    only with `force` too, since they happen again under new keys (`repeats`). `on_result`
+    sees each result once its line is written. Bad input raises BatchError before anything
+    runs.
     """
     t0 = time.perf_counter()
     task_list = read_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
@@ -49,8 +52,8 @@ def run_batch(tasks: str | Path | Iterable[Task], out: str | Path, agent_factory
     if workers is not None and workers < 1:
         raise BatchError("workers must be at least 1")
     previous = read_results(out)
-    todo = to_run(task_list, previous, retry_failed)
-    again = to_retry(previous) if retry_failed else set()
+    todo = to_run(task_list, previous, retry_failed, force)
+    again = to_retry(previous, force) if retry_failed else set()
     if again:
         rewrite_without(out, again)
         previous = [r for r in previous if r["id"] not in again]

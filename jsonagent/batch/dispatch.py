@@ -54,6 +54,8 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         line.steps, line.usage = len(result.steps), result.usage
         line.run_id, line.session_id = result.run_id or None, result.session_id or None
         line.status = result.status
+        if result.once:  # what running it again would repeat (files.repeats)
+            line.extra = {**(line.extra or {}), "once": [o.model_dump() for o in result.once]}
         if timed_out and result.status == INTERRUPTED:
             line.status, line.error = FAILED, Reason.timed_out(timeout)
     except Exception as exc:

@@ -209,15 +209,38 @@ def transcript_path(directory: Path, task_id: str) -> Path:
     return directory / f"{safe}.jsonl"
 
 
-def to_retry(previous: list[dict]) -> set[str]:
-    """The ids whose result failed: `retry_failed` drops their lines and runs them again."""
-    return {r["id"] for r in previous if r["status"] == FAILED}
+def is_failed(line: dict) -> bool:
+    """What `retry_failed` runs again: a task whose result failed (an eval: whose run ended
+    on an error of the eval)."""
+    return line["status"] == FAILED
 
 
-def to_run(tasks: list[Task], previous: list[dict], retry_failed: bool = False) -> list[Task]:
+def began(line: dict) -> list[dict]:
+    """The `once` calls the line's run began (`RunResult.once`: key, tool and how each
+    ended), which running its task again would make a second time."""
+    return (line.get("extra") or {}).get("once") or []
+
+
+def to_retry(previous: list[dict], force: bool = False,
+             failed: Callable[[dict], bool] = is_failed) -> set[str]:
+    """The ids whose result `failed`: `retry_failed` drops their lines and runs them again;
+    without `force`, not those whose `once` calls began: a new run has new keys, so the
+    API's idempotency check cannot stop their effects happening twice."""
+    return {r["id"] for r in previous if failed(r) and (force or not began(r))}
+
+
+def repeats(previous: list[dict], failed: Callable[[dict], bool] = is_failed
+            ) -> dict[str, list[dict[str, Any]]]:
+    """What running the `failed` results of `previous` again would repeat, by id: each
+    `once` call its run began (`began`). `to_retry` leaves these without `force`."""
+    return {r["id"]: began(r) for r in previous if failed(r) and began(r)}
+
+
+def to_run(tasks: list[Task], previous: list[dict], retry_failed: bool = False,
+           force: bool = False) -> list[Task]:
     """The tasks a batch runs: those without a line in `previous` (failed ones count as
-    without, with `retry_failed`)."""
-    done = {r["id"] for r in previous} - (to_retry(previous) if retry_failed else set())
+    without, with `retry_failed`; those whose `once` calls began only with `force` too)."""
+    done = {r["id"] for r in previous} - (to_retry(previous, force) if retry_failed else set())
     return [t for t in tasks if t.id not in done]
 
 

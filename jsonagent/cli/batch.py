@@ -1,5 +1,5 @@
-"""`jsonagent batch`: the thin command over `jsonagent.batch.run_batch`, and the progress bar
-it draws on a terminal from each result."""
+"""`jsonagent batch`: the thin command over `jsonagent.batch.run_batch`, the progress bar it
+draws on a terminal from each result, and what a retry leaves or repeats (eval's too)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ def batch(ctx: typer.Context,
           retry_failed: Annotated[bool, typer.Option(
               "--retry-failed", help="Run the failed tasks of --out again, replacing their "
                                      "lines.")] = False,
+          force: Annotated[bool, typer.Option(
+              "--force", help="With --retry-failed, run again also the tasks whose `once` "
+                              "calls began (a payment, an email): those calls happen "
+                              "again.")] = False,
           transcripts: Annotated[Optional[Path], typer.Option(
               "--transcripts", metavar="DIR", help="Keep one JSONL transcript per task.")] = None,
           store: StoreOpt = None,
@@ -64,7 +68,7 @@ def batch(ctx: typer.Context,
     Exit 0 when every task completed, 1 when any did not, 2 for a bad task file."""
     import functools
 
-    from ..batch import read_results, read_tasks, run_batch, to_run
+    from ..batch import read_results, read_tasks, repeats, run_batch, to_run
     from ..store import default_store, open_store
 
     opts = RunOptions.of(ctx)
@@ -74,8 +78,10 @@ def batch(ctx: typer.Context,
     open_store(where).close()  # a bad URL or an unreachable database fails here, once
     try:
         task_list = read_tasks(tasks)
+        previous = read_results(out)
+        say_repeats("--retry-failed", retry_failed, force, repeats(previous))
         # the bar counts what run_batch will run, so it needs the same count first
-        todo = len(to_run(task_list, read_results(out), retry_failed)) \
+        todo = len(to_run(task_list, previous, retry_failed, force)) \
             if sys.stderr.isatty() else 0
         with _Progress(todo) if todo else contextlib.nullcontext() as bar:
             # every task's run is stored, as the CLI's runs are (a paused one is resumable),
@@ -84,6 +90,7 @@ def batch(ctx: typer.Context,
             summary = run_batch(task_list, out, build,
                                 workers=workers, backend=backend.value, ray_address=ray_address,
                                 task_timeout=task_timeout, retry_failed=retry_failed,
+                                force=force,
                                 transcripts=transcripts,
                                 on_result=bar.advance if bar else None)
     except KeyboardInterrupt:
@@ -91,6 +98,25 @@ def batch(ctx: typer.Context,
              "finish", 130)
     _print_summary(summary, out)
     raise typer.Exit(0 if summary.all_completed else 1)
+
+
+def say_repeats(flag: str, retrying: bool, force: bool, runs: dict[str, list[dict]]) -> None:
+    """What `flag` (--retry-failed, --retry-errors) leaves alone, or with --force repeats:
+    `runs`, the `once` calls each failed run began (batch.repeats). A new run calls them
+    under new keys, which no API recognises."""
+    from ..errors import ConfigError
+
+    if force and not retrying:
+        raise ConfigError(f"--force goes with {flag}: it runs again what that leaves")
+    for run_id, calls in runs.items() if retrying else ():
+        said = ", ".join(f"{c['tool']} (key {c['key']}, {c.get('ended') or 'no result'})"
+                         for c in calls)
+        if force:
+            typer.echo(f"--force: {run_id} runs again, and with it {said} again, under a new "
+                       "key", err=True)
+        else:
+            typer.echo(f"{run_id} is not run again: before its error it called {said}; check "
+                       "that, then add --force to run it and those calls again", err=True)
 
 
 def _print_summary(summary, out: Path) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from .batch import _Progress
+from .batch import _Progress, say_repeats
 from .command import PlainCommand
 from .exits import fail, guarded
 from ..config import REPLY_TOKENS
@@ -116,11 +116,9 @@ def run(ctx: typer.Context,
         raise ConfigError(f"--report {report}: no such directory {report.resolve().parent}")
     out = output or dataset.with_suffix(".results.jsonl")
     done = {r["id"] for r in results_of(out, data)}  # each line checked before any is read
-    if force and not retry_errors:
-        raise ConfigError("--force goes with --retry-errors: it runs again what that leaves")
+    say_repeats("--retry-errors", retry_errors, force, repeats(out))
     if retry_errors and done:
         done -= errored(out, force)
-        _say_repeats(repeats(out), force)
     todo = sum(key(v.name, c.name, r) not in done
                for v in variants for c in data.cases for r in range(repeat))
     try:
@@ -177,20 +175,6 @@ def _variants(data, models: list[str]) -> list[Variant]:
     if data.variants:
         return data.variants
     return [Variant(name=m, model=m) for m in models] or [Variant(name="default")]
-
-
-def _say_repeats(runs: dict[str, list[dict]], force: bool) -> None:
-    """What --retry-errors leaves alone, or with --force repeats: the `once` calls each run
-    began before its error. A new run calls them under new keys, which no API recognises."""
-    for run_id, calls in runs.items():
-        said = ", ".join(f"{c['tool']} (key {c['key']}, {c.get('ended') or 'no result'})"
-                         for c in calls)
-        if force:
-            typer.echo(f"--force: {run_id} runs again, and with it {said} again, under a new "
-                       "key", err=True)
-        else:
-            typer.echo(f"{run_id} is not run again: before its error it called {said}; check "
-                       "that, then add --force to run it and those calls again", err=True)
 
 
 def _preflight(opts: RunOptions, data, variants: list[Variant]) -> None:

@@ -15,7 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from ..batch import Task, TaskResult, read_results, rewrite_without, run_batch, run_task
+from ..batch import (Task, TaskResult, read_results, repeats as batch_repeats, rewrite_without,
+                     run_batch, run_task, to_retry)
 from ..errors import BatchError, EvalError
 from ..status import FAILED
 from .case import Case, Variant
@@ -94,20 +95,20 @@ def results_of(out: Path, dataset: Dataset) -> list[dict]:
         raise EvalError(str(exc)) from None
 
 
+def _errored(line: dict) -> bool:
+    """A run that ended on an error of the eval (a dead worker's has no verdict)."""
+    return (line.get("extra") or {}).get("verdict", ERROR) == ERROR
+
+
 def errored(out: Path, force: bool = False) -> set[str]:
-    """The runs of `out` that ended on an error of the eval (a dead worker's has no verdict);
-    without `force`, not those whose `once` calls began: a new run has new keys, so the
-    API's idempotency check cannot stop their effects happening twice."""
-    return {r["id"] for r in read_results(out)
-            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR
-            and (force or not (r.get("extra") or {}).get("once"))}
+    """The runs of `out` that ended on an error of the eval; without `force`, not those
+    whose `once` calls began, as a batch's `retry_failed` (batch.to_retry)."""
+    return to_retry(read_results(out), force, _errored)
 
 
 def repeats(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """What running the errored runs of `out` again would repeat, by run: each `once` call
-    that began (`key`, `tool` and how it `ended`, as `RunResult.once` has them)."""
-    return {r["id"]: r["extra"]["once"] for r in read_results(out)
-            if (r.get("extra") or {}).get("verdict", ERROR) == ERROR and r["extra"].get("once")}
+    """What running the errored runs of `out` again would repeat, by run (batch.repeats)."""
+    return batch_repeats(read_results(out), _errored)
 
 
 class EvalWorker:
@@ -149,10 +150,7 @@ def run_case(worker: EvalWorker, task: Task, transcripts: Path | None = None,
     outcome = Outcome(result, events, line.seconds, final_tool,
                       model=variant.model or worker.model)
     scores = [e.evaluate(case, outcome) for e in case.checks(worker.shared)]
-    line = _scored(line, worker, variant, case, repeat, events, scores, _model_failure(result))
-    if result.once:  # what running it again would repeat (`repeats`)
-        line.extra["once"] = [o.model_dump() for o in result.once]
-    return line
+    return _scored(line, worker, variant, case, repeat, events, scores, _model_failure(result))
 
 
 def _scored(line: TaskResult, worker: EvalWorker, variant: Variant, case: Case, repeat: int,
@@ -163,13 +161,15 @@ def _scored(line: TaskResult, worker: EvalWorker, variant: Variant, case: Case, 
     broken = infra or next((f"{s.name}: {s.error}" for s in scores if s.error), None)
     start = next((e for e in events if e.type == "run_start"), None)
     sampling = next((e.sampling for e in events if e.type == "model_reply"), None)
+    once = (line.extra or {}).get("once")  # run_task's: what a run again repeats (`repeats`)
     line.extra = {
         "variant": variant.name, "case": case.name, "repeat": repeat, "tags": case.tags,
         "verdict": ERROR if broken else PASS if all(s.passed for s in scores) else FAIL,
         "why": broken, "scores": [asdict(s) for s in scores],
         "model": start.model if start else variant.model or worker.model,
         "sampling": sampling, "config": variant.config, "version": __version__,
-        "dataset": worker.dataset.hash, "trace": _trace(events)}
+        "dataset": worker.dataset.hash, "trace": _trace(events),
+        **({"once": once} if once else {})}
     return line
 
 

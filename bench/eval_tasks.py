@@ -21,8 +21,8 @@ scripted person, approvals and max steps:
     server-before, server-results-alone, server-whole   server without the two changes of
                            issue 37 that bring its prompt to the in-process one, or with one
                            alone (server_variants.py)
-    server-grammar         server with the schema's grammar on every request, as round 9
-                           shipped it (server asks without it first: `grammar_costly`)
+    server-free-first      server asking for a step without the schema's grammar first
+                           (`grammar_costly`), as rounds 10 to 18 shipped it
     object, prompt, react  the server in that JSON mode, or with ReAct text
     smolagents             smolagents' ToolCallingAgent on the same server, in its own virtual
                            environment (--smol-python; see smol_runner.py), scored by the same

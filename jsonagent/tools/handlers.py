@@ -17,7 +17,6 @@ import inspect
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..cancel import run_coroutine, watching
 from ..errors import SpecError, ToolError
 from ..calls import IDEMPOTENT, KEY_ENV, KEY_HEADER, keyed
 from ..tracing import outgoing_headers
+from .processes import dies_with_us, kill_group
 from .spec_checks import ARG_REF, BRACED, ENV_REF
 from .specs import ToolSpec
 
@@ -200,21 +200,21 @@ class CommandHandler:
                                     else subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=keyed(self.env, KEY_ENV),
                                     cwd=self.cwd, start_new_session=True,
-                                    preexec_fn=_dies_with_us())
+                                    preexec_fn=dies_with_us())
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
-            with watching(lambda: _kill_group(proc, only_children=True)):
+            with watching(lambda: kill_group(proc, only_children=True)):
                 out, err = proc.communicate(data, timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             raise ToolError(f"command {name!r} timed out after {self.timeout:g} s and was "
                             "killed") from None
         except BaseException:  # Ctrl-C while it runs: leave nothing behind
-            _kill_group(proc)
+            kill_group(proc)
             raise
         finally:
-            _kill_group(proc, only_children=True)
+            kill_group(proc, only_children=True)
         text = out.decode("utf-8", "replace")
         if proc.returncode != 0:
             why = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
@@ -236,37 +236,6 @@ class CommandHandler:
             return ""
         return (f" (it ran in {here}, the caller's directory, and {beside!r} is beside the "
                 f"spec in {self.base.resolve()}: \"cwd\": \".\" in the handler runs it there)")
-
-
-def _dies_with_us() -> Callable[[], None] | None:
-    """For the child, between fork and exec: be killed when we die, even by kill -9, so that
-    a resumed run never finds the old command still writing (Linux; a no-op elsewhere).
-    Everything is looked up here, in the parent: the child only makes the one call."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
-
-    def child() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # we died before that took hold
-            os._exit(1)
-
-    return child
-
-
-def _kill_group(proc: subprocess.Popen, only_children: bool = False) -> None:
-    """Kill the process group the command leads, so a grandchild it started dies with it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if not only_children:
-        try:
-            proc.communicate(timeout=5)
-        except Exception:
-            pass
 
 
 class HttpHandler:

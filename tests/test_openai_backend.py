@@ -194,6 +194,30 @@ def test_an_endpoint_that_trickles_its_models_listing_is_unknown_after_the_deadl
     assert took < 4, took
 
 
+def test_a_stream_that_ends_after_detection_went_unanswered_does_not_wait_on_itself(
+        monkeypatch):
+    """The stream's end asks what the server is; asked again there, on the loop the
+    detection itself must run on, the request waited for itself for ever."""
+    import threading
+
+    from jsonagent.models import openai as backend
+
+    monkeypatch.setattr(backend, "ASK_AGAIN_S", 0.0)  # every ask is "later"
+    listing = Trickle(b" " * 1000 + b"{}", every=0.3)  # unanswered within the deadline
+    # neither a finish_reason nor [DONE]: whether that is whole asks what the server is
+    unmarked = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([DONE])[:1])
+    with FakeAPI({"/v1/models": lambda req: (200, listing), "/v1/chat/completions":
+                  lambda req: (200, unmarked, {"content-type": "text/event-stream"})}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", deadline=1.5)
+        replies = []
+        asking = threading.Thread(target=lambda: replies.append(m.complete(
+            [{"role": "user", "content": "hi"}], None, on_delta=lambda piece: None)),
+            daemon=True)
+        asking.start()
+        asking.join(10)
+    assert not asking.is_alive() and replies[0].text == DONE and replies[0].unended
+
+
 def test_a_deadline_is_a_number_of_seconds_above_0():
     with pytest.raises(ConfigError, match="deadline 0: a request's deadline"):
         OpenAIModel("m", base_url="http://127.0.0.1:9/v1", deadline=0)

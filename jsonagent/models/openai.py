@@ -315,6 +315,15 @@ class OpenAIModel:
         from .servers import DEADLINE_S as DETECTION_S
         from .servers import detect
 
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and running is _loop:
+            # asked from within a request (a stream's end): detection runs on this same
+            # loop, so waiting for it, or for the lock its asker holds, would never end
+            missed = self._unanswered
+            return missed[1] if missed is not None else None
         with self._found_lock:
             missed = self._unanswered
             if self._found is None and missed is not None \

@@ -28,13 +28,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from ..calls import ONCE_ANSWERS, call_index, once_question
+from ..calls import ONCE_ANSWERS, call_index, call_key, once_question
 from ..errors import ConfigError, Conflict, Unknown
 from ..events import Delta
 from ..session import NAME_MAX
 from ..status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, SERVER_FINAL, server_status
 from ..tools.schema import validator
-from .agui_events import Translator, attempts, call_id, text_of
+from .agui_events import Translator, attempts, shown, text_of
 from .follow import follow, seen_so_far
 from .frontend_tools import is_frontend
 from .guard import json_problem
@@ -50,8 +50,7 @@ MESSAGE_KEY = "agui_message"
 input sent again (a reconnect) follows that run instead of starting another."""
 
 RECONNECT_S = 2.0
-"""Seconds a client that dropped its stream has to send the input again before its run is
-cancelled."""
+"""Seconds a client that dropped its stream has to send the input again (`_abandoned`)."""
 
 SCHEMAS = {
     "approval": {"type": "object", "properties": {"approved": {"type": "boolean"},
@@ -273,23 +272,8 @@ def _waiting_call(runner: Runner, info: Any) -> str:
     if path and not path[-1].startswith("a2a:"):
         waiting = runner.get(path[-1])
     mine = pending.id is not None and pending.id.startswith(f"{waiting.id}.")
-    return _shown(runner, waiting.id, len(waiting.state.steps),
-                  call_index(pending.id) if mine else 0)
-
-
-def _shown(runner: Runner, run_id: str, step: int, index: int,
-           read: dict[str, dict] | None = None) -> str:
-    """The id the client was shown for a call: its key, and its step's attempt. `read`:
-    each run's attempts read so far (a pending of many items reads its run once)."""
-    read = {} if read is None else read
-    if run_id not in read:
-        read[run_id] = attempts(runner.store.events(run_id))
-    return call_id(run_id, step, index, read[run_id].get((run_id, step), 0))
-
-
-def _shown_key(runner: Runner, key: str, read: dict[str, dict]) -> str:
-    run_id, step, index = key.rsplit(".", 2)
-    return _shown(runner, run_id, int(step), int(index), read)
+    return shown(runner.store, call_key(waiting.id, len(waiting.state.steps),
+                                        call_index(pending.id) if mine else 0))
 
 
 def _interrupt_ids(info: Any) -> dict[str, Any]:
@@ -308,11 +292,11 @@ def _interrupts(runner: Runner, info: Any) -> list[dict[str, Any]]:
                                 "responseSchema": SCHEMAS[pending.kind],
                                 "metadata": {"pending": pending.model_dump(mode="json")}}
         if pending.kind == "approval":
-            item["toolCallId"] = _shown_key(runner, pending.id, read) if pending.id else \
+            item["toolCallId"] = shown(runner.store, pending.id, read) if pending.id else \
                 _waiting_call(runner, info)
             item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
         elif pending.kind == "once":
-            item["toolCallId"] = _shown_key(runner, pending.id, read) if pending.id else \
+            item["toolCallId"] = shown(runner.store, pending.id, read) if pending.id else \
                 _waiting_call(runner, info)
             item["message"] = once_question(pending.tool, pending.args, pending.key)
         else:

@@ -41,6 +41,17 @@ def call_id(run_id: str, step: int, index: int = 0, attempt: int = 0) -> str:
     return key if not attempt else f"{key}.r{attempt}"
 
 
+def shown(store: Any, key: str, read: dict[str, dict] | None = None) -> str:
+    """The id the client was shown for the call of `key`: with its step's attempt, from its
+    run's stored events. `read`: the attempts of each run read so far (a pending of many
+    items reads its run once)."""
+    run_id, step, index = key.rsplit(".", 2)
+    read = {} if read is None else read
+    if run_id not in read:
+        read[run_id] = attempts(store.events(run_id))
+    return call_id(run_id, int(step), int(index), read[run_id].get((run_id, int(step)), 0))
+
+
 def attempts(events: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
     """Each step's latest attempt at its reply, by (run, step), from a run's stored events:
     what a stream that starts after them needs to name the step's calls."""

@@ -46,7 +46,7 @@ class SQLiteStore(CallLog, Told):
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
         self._mid: dict[str, tuple[float, float]] = {}
-        """Each run's last checkpoint at a result mid-step: when, and what it cost (`_due`)."""
+        """Each run's last checkpoint at a result mid-step: when, and what it cost."""
         self.news = News()  # told of this object's own writes; others' are seen by looking
         self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
@@ -269,8 +269,10 @@ class SQLiteStore(CallLog, Told):
             self._pending.setdefault(event.run_id, []).append(row)
             if event.type not in CHECKPOINTS:
                 return
-            mid = mid_step(event, state)
-            if mid and not self._due(event.run_id):
+            # mid-step, the first result checkpoints, a later one once ten times the last
+            # one's cost has passed: writing the state takes a tenth of the step at most
+            mid, last = mid_step(event, state), self._mid.get(event.run_id)
+            if mid and last is not None and time.perf_counter() - last[0] < 10 * last[1]:
                 return  # with the next result, or the step's last
             t0 = time.perf_counter()
             with self._tx() as db:
@@ -280,13 +282,6 @@ class SQLiteStore(CallLog, Told):
             else:
                 self._mid.pop(event.run_id, None)
         self.news.events(event.run_id)
-
-    def _due(self, run_id: str) -> bool:
-        """Whether a result mid-step checkpoints: the first does; a later one once ten times
-        the last checkpoint's cost has passed since, so writing the state takes at most a
-        tenth of the step's time, whatever its number of calls."""
-        last = self._mid.get(run_id)
-        return last is None or time.perf_counter() - last[0] >= 10 * last[1]
 
     def _checkpoint(self, db: sqlite3.Connection, state: RunState) -> None:
         """The run's waiting events and its state (the lock is held)."""

@@ -92,7 +92,7 @@ class ReplyProblem:
     """Why a reply was refused; `message` is what the model reads next."""
 
     stage: str
-    """json | envelope | tool | args | calls"""
+    """cut | json | envelope | tool | args | calls ("cut": a reply that did not end, never read)"""
     message: str
     repairs: list[str] = field(default_factory=list)
 

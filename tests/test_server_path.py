@@ -27,7 +27,9 @@ def test_a_repaired_reply_keeps_the_canonical_step():
     toolset = Toolset.build()
     assert parse_reply(COMPACT.replace("GetTimeTools", "gettimetools"), toolset).raw is None
     assert parse_reply("```json\n" + COMPACT + "\n```", toolset).raw is None
-    assert parse_reply(COMPACT[:-1], toolset).raw is None  # closed by the repairer
+    assert parse_reply(COMPACT + ",", toolset).raw is None  # a trailing comma repaired
+    # one the repairer had to close is never kept, nor run: it was cut (issue 58)
+    assert parse_reply(COMPACT[:-1], toolset).stage == "cut"
 
 
 def test_the_history_shows_the_reply_byte_for_byte():

@@ -200,9 +200,9 @@ def test_a_stream_that_ends_after_detection_went_unanswered_does_not_wait_on_its
     detection itself must run on, the request waited for itself for ever."""
     import threading
 
-    from jsonagent.models import openai as backend
+    from jsonagent.models import servers
 
-    monkeypatch.setattr(backend, "ASK_AGAIN_S", 0.0)  # every ask is "later"
+    monkeypatch.setattr(servers, "ASK_AGAIN_S", 0.0)  # every ask is "later"
     listing = Trickle(b" " * 1000 + b"{}", every=0.3)  # unanswered within the deadline
     # neither a finish_reason nor [DONE]: whether that is whole asks what the server is
     unmarked = "".join(f"data: {json.dumps(c)}\n\n" for c in streamed([DONE])[:1])

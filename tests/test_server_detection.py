@@ -275,14 +275,14 @@ def test_what_a_server_does_with_a_prompt_comes_from_its_profile_unless_declared
 def test_a_server_not_up_yet_is_asked_again_later(monkeypatch):
     import socket
 
-    from jsonagent.models import openai as backend
+    from jsonagent.models import servers
 
     with socket.socket() as s:  # a port nobody listens on, for now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
     assert model.default_json_mode == "object"  # nobody there: unknown, for now
-    monkeypatch.setattr(backend, "ASK_AGAIN_S", 0.0)
+    monkeypatch.setattr(servers, "ASK_AGAIN_S", 0.0)
     routes = {path: (lambda req, body=body: (200, body)) for path, body in LLAMA_CPP.items()}
     with FakeAPI(routes, port=port) as api:
         assert model.default_json_mode == "schema" and model.context_tokens == 8192

@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
-from typing import Any, Callable
+from typing import Callable
 
-from ..cancel import quiet, watching
+from ..cancel import watching
 from ..config import REPLY_TOKENS
 from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelError, ModelTimeout,
                       ModelUnavailable, ResponseFormatRejected, ToolCallsRejected,
                       model_error_for, retry_after_s)
 from ..status import Reason
 from . import Message, ModelReply, Usage
+from .answers import UNENDED, head_of, no_choices, reported_usage, watch_done
 from .refusals import (FORMAT_STATUSES, detail_of, is_openai, refuses_format, refuses_streaming,
                        refuses_tool_calls)
+from .requests_loop import requests_loop, started
+from .servers import DEADLINE_S as DETECTION_S
+from .servers import Detection
 
 log = logging.getLogger("jsonagent.models")
 
-ASK_AGAIN_S = 10.0
-"""How long an endpoint where nobody answered detection is taken as unknown before it is
-asked again: a server starting up is found soon after, and requests meanwhile don't each
-wait for the probe (servers.DEADLINE_S at most when it hangs)."""
-HEAD_CHARS = 120
-"""How much of a body that is not a chat completion its error shows."""
 DEADLINE_S = 300.0
 """The longest one request may take, a streamed reply's last byte included (OpenAIModel's
 `deadline`): the SDK's `timeout` bounds each read only, so an endpoint that sends a byte
@@ -34,60 +30,6 @@ every few seconds held a run for as long as it liked."""
 # unless told otherwise (repeat_penalty), vLLM takes repetition_penalty, Ollama's OpenAI API
 # ignores both. OpenAI's own API refuses fields it does not know, so it never gets them.
 _NO_PENALTY = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
-
-
-UNENDED = "unended"
-"""The finish of a stream that stopped without its end (neither a finish_reason nor [DONE]):
-a reply cut off, whose JSON may look whole (models.ModelReply.unended)."""
-
-_loop = None
-_loop_lock = threading.Lock()
-
-
-def _forget_loop() -> None:
-    global _loop, _loop_lock
-    # a forked child has the loop but not the thread that runs it, and the lock maybe held
-    _loop, _loop_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_loop)
-
-
-def _watch_done(stream) -> Callable[[], bool]:
-    """Whether the stream's [DONE] came, which the SDK reads without a word: its event
-    decoder is watched. With an SDK that reads it otherwise, never (a finish_reason ends
-    a stream all the same)."""
-    inner = getattr(stream, "_decoder", None)
-    if inner is None or not hasattr(inner, "aiter_bytes"):
-        return lambda: False
-    seen: list[bool] = []
-
-    class Watched:
-        def iter_bytes(self, iterator):
-            return inner.iter_bytes(iterator)
-
-        async def aiter_bytes(self, iterator):
-            async for sse in inner.aiter_bytes(iterator):
-                if sse.data.startswith("[DONE]"):
-                    seen.append(True)
-                yield sse
-
-    stream._decoder = Watched()
-    return lambda: bool(seen)
-
-
-def _requests_loop():
-    """The event loop every OpenAIModel's requests run on, in a thread of its own: one for
-    the process, not one a model, which left a thread behind for every model ever built."""
-    global _loop
-    import asyncio
-
-    with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            quiet(threading.Thread(target=_loop.run_forever, daemon=True,
-                                   name="jsonagent openai requests")).start()
-        return _loop
 
 
 class OpenAIModel:
@@ -144,12 +86,6 @@ class OpenAIModel:
         self.sampling_extra: dict = dict(self._extra_given) if is_openai(self.base_url) \
             else {**_NO_PENALTY, **self._extra_given}
         """The same, for fields outside OpenAI's API (sent through the SDK's extra_body)."""
-        self._detect = detect and not is_openai(self.base_url)
-        self._found = None
-        self._found_lock = threading.Lock()
-        self._unanswered: tuple[float, Any] | None = None
-        """When the endpoint last did not answer detection, and what that found (unknown):
-        kept for ASK_AGAIN_S, then the endpoint is asked again."""
         self._api_key = api_key
         self._declared = {"keeps_max_length": keeps_max_length,
                           "tool_results_alone": tool_results_alone,
@@ -159,6 +95,8 @@ class OpenAIModel:
             raise ConfigError(f"deadline {deadline!r}: a request's deadline is a number of "
                               "seconds above 0")
         self.deadline = deadline
+        self._detection = Detection(self.base_url, api_key, model, min(DETECTION_S, deadline)) \
+            if detect and not is_openai(self.base_url) else None
         self.max_tokens = max_tokens
         """Sent with every request: a model that writes without end (the 135M one repeated
         a clause for 3,534 tokens) is cut there, not at the context's end."""
@@ -250,7 +188,7 @@ class OpenAIModel:
                                   **self._where)
         if on_delta is not None and not streamed and text:
             on_delta(text)  # a whole reply is its own only piece
-        usage = u if isinstance(u, Usage) else self._usage(u)
+        usage = u if isinstance(u, Usage) else reported_usage(self.base_url, self._where, u)
         return ModelReply(text=text, usage=usage, cut=finish == "length",
                           unended=finish == UNENDED,
                           sampling={**self.sampling, **self.sampling_extra})
@@ -305,45 +243,17 @@ class OpenAIModel:
                 "grammar_costly": self.grammar_costly}
 
     def _detected(self):
-        """The server behind the endpoint, detected on first use and kept; its profile's
-        settings are applied under what the user gave (`extra_body`). An endpoint where
-        nobody answered (a server not up yet) is asked again, ASK_AGAIN_S later."""
-        if not self._detect or self._found is not None:
-            return self._found
-        import asyncio
+        """The server behind the endpoint (servers.Detection), or None when not asked."""
+        return self._detection.server(self._take) if self._detection is not None else None
 
-        from .servers import DEADLINE_S as DETECTION_S
-        from .servers import detect
-
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None and running is _loop:
-            # asked from within a request (a stream's end): detection runs on this same
-            # loop, so waiting for it, or for the lock its asker holds, would never end
-            missed = self._unanswered
-            return missed[1] if missed is not None else None
-        with self._found_lock:
-            missed = self._unanswered
-            if self._found is None and missed is not None \
-                    and time.monotonic() - missed[0] < ASK_AGAIN_S:
-                return missed[1]
-            if self._found is None:
-                found = asyncio.run_coroutine_threadsafe(detect(
-                    self.base_url, self._api_key, model=self.name,
-                    deadline=min(DETECTION_S, self.deadline)), _requests_loop()).result()
-                if not found.answered:
-                    self._unanswered = (time.monotonic(), found)
-                    return found
-                profile = found.profile
-                if profile is not None:
-                    self.sampling_extra = {**profile.extra, **self._extra_given}
-                    self._schema_as_json_object = profile.schema_as_json_object
-                    log.info("%s is %s%s: %s", self.base_url, found.kind,
-                             f" {found.version}" if found.version else "", profile.why)
-                self._found = found
-        return self._found
+    def _take(self, found) -> None:
+        """Apply a server's profile, once it is found, under what the user gave."""
+        profile = found.profile
+        if profile is not None:
+            self.sampling_extra = {**profile.extra, **self._extra_given}
+            self._schema_as_json_object = profile.schema_as_json_object
+            log.info("%s is %s%s: %s", self.base_url, found.kind,
+                     f" {found.version}" if found.version else "", profile.why)
 
     def _drop_refused(self, status: int, detail: str, parallel: bool = False) -> bool:
         """The endpoint refused a sampling field it names (a reasoning model takes only its
@@ -373,7 +283,8 @@ class OpenAIModel:
         resp = raw.parse()  # the body's text, when it is not JSON
         choices = getattr(resp, "choices", None)
         if not (isinstance(choices, list) and choices and hasattr(choices[0], "message")):
-            raise self._no_choices(raw.headers.get("content-type", ""), raw.text)
+            raise no_choices(self.base_url, self._where, raw.headers.get("content-type", ""),
+                             raw.text)
         choice = resp.choices[0]
         return choice.message.content or "", resp.usage, choice.finish_reason
 
@@ -387,15 +298,11 @@ class OpenAIModel:
         kind = stream.response.headers.get("content-type", "")
         if kind and "text/event-stream" not in kind:  # a page, or a whole reply's JSON
             try:
-                head = b""
-                async for part in stream.response.aiter_bytes():
-                    head += part
-                    if len(head) > 4 * HEAD_CHARS:
-                        break
+                head = await head_of(stream.response)
             finally:
                 await stream.close()
-            raise self._no_choices(kind, head.decode("utf-8", "replace"), streamed=True)
-        done = _watch_done(stream)
+            raise no_choices(self.base_url, self._where, kind, head, streamed=True)
+        done = watch_done(stream)
         pieces: list[str] = []
         usage, finish, chosen, tokens = None, None, False, 0
         try:
@@ -425,7 +332,7 @@ class OpenAIModel:
         finally:
             await stream.close()
         if not chosen:
-            raise self._no_choices(kind, "", streamed=True)
+            raise no_choices(self.base_url, self._where, kind, "", streamed=True)
         if finish is None and not done() and not self.stream_unmarked:
             finish = UNENDED  # framed by the connection's close, a cut shows no error
         if usage is None:
@@ -444,36 +351,8 @@ class OpenAIModel:
                         "stream_options.include_usage): counting them with one more short "
                         "request a reply", self.base_url)
         probe = await self._client.chat.completions.create(**{**kwargs, "max_tokens": 1})
-        return self._usage(getattr(probe, "usage", None), completion_tokens=tokens)
-
-    def _no_choices(self, kind: str, body: str, streamed: bool = False) -> ModelError:
-        """What came back instead of a chat completion, in one line: its content type and
-        the head of its body (an HTML page from a proxy, garbage, a whole reply's JSON to a
-        streamed request); each was "returned no choices", which said nothing."""
-        kind = kind.split(";")[0].strip() or "no content type"
-        shown = " ".join(body.split())
-        shown = shown[:HEAD_CHARS] + ("..." if len(shown) > HEAD_CHARS else "")
-        asked = "a streamed request" if streamed else "the request"
-        what = f"{kind}, starting {shown!r}" if shown else \
-            f"{kind} and no server-sent events" if streamed else f"{kind} and an empty body"
-        return ModelError(f"{self.base_url} returned no choices: it answered {asked} with "
-                          f"{what}", **self._where)
-
-    def _usage(self, u: Any, **counted: int) -> Usage:
-        """The usage the endpoint reported (None: it reported none), whose counts the SDK
-        passes on as the JSON held them; `counted`: those counted here instead."""
-        if u is None:
-            return Usage(**counted)
-        details = getattr(u, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None)  # optional, and often null
-        counts = {"prompt_tokens": getattr(u, "prompt_tokens", 0),
-                  "completion_tokens": getattr(u, "completion_tokens", 0),
-                  "cached_tokens": 0 if cached is None else cached, **counted}
-        try:
-            return Usage.reported(**counts)
-        except ValueError as exc:
-            raise ModelError(f"{self.base_url} reported a usage its token limits cannot "
-                             f"count: {exc}", **self._where) from None
+        return reported_usage(self.base_url, self._where, getattr(probe, "usage", None),
+                              completion_tokens=tokens)
 
     def _request(self, coroutine):
         import asyncio
@@ -487,7 +366,7 @@ class OpenAIModel:
                                    f"{self.deadline:g} s (the request's deadline)",
                                    **self._where) from None
 
-        future = asyncio.run_coroutine_threadsafe(bounded(), _requests_loop())
+        future = asyncio.run_coroutine_threadsafe(bounded(), requests_loop())
         with watching(future.cancel):
             try:
                 return future.result()
@@ -498,8 +377,8 @@ class OpenAIModel:
         """Close the client's connections; the model takes no requests after this."""
         import asyncio
 
-        if _loop is not None:
-            asyncio.run_coroutine_threadsafe(self._client.close(), _loop).result(timeout=10)
+        if started() is not None:
+            asyncio.run_coroutine_threadsafe(self._client.close(), started()).result(timeout=10)
 
     def _dialect(self, response_format: dict) -> dict:
         if response_format["type"] == "json_schema" and self._schema_as_json_object:

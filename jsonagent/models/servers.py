@@ -20,13 +20,21 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from .requests_loop import on_it, requests_loop
 
 log = logging.getLogger("jsonagent.models")
 
 TIMEOUT_S = 2.0
 """Per read: a local server answers these at once; a remote one that hangs costs this."""
+ASK_AGAIN_S = 10.0
+"""How long an endpoint where nobody answered detection is taken as unknown before it is
+asked again: a server starting up is found soon after, and requests meanwhile don't each
+wait for the probe (DEADLINE_S at most when it hangs)."""
 DEADLINE_S = 5.0
 """All of detection, its few requests together: a per-read timeout never fires for an
 endpoint that sends a byte a second, and detection holds the model's first request."""
@@ -99,6 +107,47 @@ class Server:
     @property
     def profile(self) -> Profile | None:
         return PROFILES.get(self.kind)
+
+
+class Detection:
+    """What answers at one endpoint, asked on first need and kept (OpenAIModel's). While
+    nobody answers (a server not up yet), it is unknown, and asked again ASK_AGAIN_S later."""
+
+    def __init__(self, base_url: str, api_key: str | None, model: str | None,
+                 deadline: float = DEADLINE_S):
+        self._ask = (base_url, api_key, model, deadline)
+        self.found: Server | None = None
+        self._unanswered: tuple[float, Server] | None = None
+        """When the endpoint last did not answer, and what that found (unknown)."""
+        self._lock = threading.Lock()
+
+    def server(self, first: Callable[[Server], None]) -> Server | None:
+        """The server, asked now if need be; `first` gets it once, when it is found."""
+        if self.found is not None:
+            return self.found
+        if on_it():
+            # asked from within a request (a stream's end): detection runs on this same
+            # loop, so waiting for it, or for the lock its asker holds, would never end
+            missed = self._unanswered
+            return missed[1] if missed is not None else None
+        import asyncio
+
+        with self._lock:
+            missed = self._unanswered
+            if self.found is None and missed is not None \
+                    and time.monotonic() - missed[0] < ASK_AGAIN_S:
+                return missed[1]
+            if self.found is None:
+                base_url, api_key, model, deadline = self._ask
+                found = asyncio.run_coroutine_threadsafe(
+                    detect(base_url, api_key, model=model, deadline=deadline),
+                    requests_loop()).result()
+                if not found.answered:
+                    self._unanswered = (time.monotonic(), found)
+                    return found
+                first(found)
+                self.found = found
+        return self.found
 
 
 async def detect(base_url: str, api_key: str | None = None, timeout: float = TIMEOUT_S,

@@ -312,7 +312,8 @@ def _closed(last: RunState) -> list[Message]:
             and history[-1].role == "assistant":
         step = json.loads(history[-1].content)
         # a `once` call with no result (its question abandoned, its run cancelled as it
-        # waited): told only "interrupted", the model would make it again under a new key
+        # waited): told only that it was cut short, the model would make it again under a
+        # new key
         unknown = {o.key for o in last.once if o.ended in (None, "cut_short")}
         index = last.steps[-1].index if last.steps else 0
         for i, call in enumerate(step.get("calls") or [step]):

@@ -526,7 +526,7 @@ def test_a_timed_out_task_says_so_even_when_the_run_ends_before_cancel_returns()
             self.stopped.wait(10)
             yield SimpleNamespace(run_id="r1", result=SimpleNamespace(
                 status=INTERRUPTED, error="cancelled", answer=None, steps=[], usage=Usage(),
-                run_id="r1", session_id="s1"))
+                once=[], run_id="r1", session_id="s1"))
 
         def cancel(self, run_id):
             self.stopped.set()

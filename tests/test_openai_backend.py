@@ -130,10 +130,12 @@ def test_timeout_is_reported():
         time.sleep(1.5)
         return (200, completion(DONE))
 
-    with OpenAIStub([slow]) as stub:
+    # a whole reply past the read timeout is asked for again streamed; silent, it times out
+    with OpenAIStub([slow, slow]) as stub:
         m = model(stub, timeout=0.3, max_retries=0)
         with pytest.raises(ModelError, match="timed out"):
             m.complete([{"role": "user", "content": "hi"}], None)
+    assert [bool(r["body"].get("stream")) for r in stub.requests] == [False, True]
 
 
 def answer(req, every: float | None = None):

@@ -111,3 +111,15 @@ def test_a_run_of_a_relative_script_resumes_from_another_directory(tmp_path):
     run_id = json.loads(paused.stdout)["run_id"]
     done = jsonagent("resume", run_id, "--answer", "Oslo", cwd=there)
     assert done.returncode == 0 and "Oslo it is" in done.stdout, done.stderr
+
+
+def test_a_model_path_is_read_against_its_folder_and_a_catalog_name_stays(tmp_path):
+    """A dataset's `local:models/x.gguf` is its folder's, as its `scripted:` files are; a
+    stored run's must load from any directory (issue 58, findings 26 and 28)."""
+    from jsonagent.models import anchored
+
+    assert anchored("scripted:s.json", tmp_path) == f"scripted:{tmp_path / 's.json'}"
+    assert anchored("local:models/x.gguf", tmp_path) == f"local:{tmp_path / 'models/x.gguf'}"
+    assert anchored("local:x.gguf", tmp_path) == f"local:{tmp_path / 'x.gguf'}"
+    for kept in ("local:qwen2.5-coder-1.5b", "local", "gpt-4o-mini", "openai:gpt-4o"):
+        assert anchored(kept, tmp_path) == kept

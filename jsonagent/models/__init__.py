@@ -169,11 +169,13 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None,
 
 
 def anchored(spec: str, folder: str | Path) -> str:
-    """`spec` with a `scripted:FILE`'s relative path read against `folder`, made absolute: a
-    dataset's are its folder's, and a stored run's must load from any directory."""
+    """`spec` with the relative path of a `scripted:FILE` or a `local:FILE.gguf` read against
+    `folder`, made absolute: a dataset's are its folder's, and a stored run's must load from
+    any directory. A catalog name (`local:qwen2.5-coder-1.5b`) is no path and stays."""
     from pathlib import Path
 
     kind, _, rest = spec.partition(":")
-    if kind != "scripted" or not rest:
+    path = kind == "scripted" or kind == "local" and (rest.endswith(".gguf") or "/" in rest)
+    if not path or not rest:
         return spec
-    return f"scripted:{(Path(folder) / rest).resolve()}"
+    return f"{kind}:{(Path(folder) / Path(rest).expanduser()).resolve()}"

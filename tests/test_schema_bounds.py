@@ -101,6 +101,32 @@ def test_a_ref_bomb_is_refused_after_its_first_64_kb():
         ToolSpec.from_dict({"name": "t", "parameters": bomb()})
 
 
+def test_a_ref_bomb_in_a_data_keyword_is_copied_as_data_never_expanded():
+    # check_bounds sizes a `default` as data; inlining must not then follow its refs
+    levels = 16  # 30 levels were 2**30 dicts before: the process ran out of memory
+    defs = {"d0": {"type": "string"}}
+    for i in range(1, levels):
+        defs[f"d{i}"] = {"examples": [{"$ref": f"#/$defs/d{i - 1}"}] * 2}
+    ref = {"$ref": f"#/$defs/d{levels - 1}"}
+    params = {"type": "object", "$defs": defs,
+              "properties": {"x": {"type": "object", "default": ref, "enum": [ref]}}}
+    start = time.perf_counter()
+    spec = ToolSpec.from_dict({"name": "t", "parameters": params}, bounds=FRONTEND)
+    assert time.perf_counter() - start < 1
+    x = spec.parameters["properties"]["x"]
+    assert x["default"] == ref and x["enum"] == [ref]
+    assert len(json.dumps(spec.parameters)) < 200
+
+
+def test_a_ref_is_inlined_by_its_whole_pointer_as_check_bounds_sized_it():
+    params = {"type": "object", "$defs": {
+        "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
+        "b": {"type": "string", "description": "not what the ref names"}},
+        "properties": {"x": {"$ref": "#/$defs/a/properties/b"}}}
+    spec = ToolSpec.from_dict({"name": "t", "parameters": params}, bounds=FRONTEND)
+    assert spec.parameters["properties"]["x"] == {"type": "integer"}
+
+
 def test_depth_and_pattern_length_are_bounded():
     deep: dict = {"type": "string"}
     for _ in range(40):

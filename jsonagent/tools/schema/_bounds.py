@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from ...errors import MissingRef, SchemaRefused
 from ._regex import pattern_problem
-from ._walks import _MANY, _MAP, _ONE, json_pointer, json_type, short_json
+from ._walks import _MANY, _MAP, _ONE, _escape, json_type, resolve_ref, short_json
 
 
 @dataclass(frozen=True)
@@ -126,17 +125,10 @@ class _Walk:
         if ref != "#" and not ref.startswith("#/"):
             raise SchemaRefused(at, f"$ref {short_json(ref, 60)} points outside the schema; "
                                 'only refs inside it ("#/...") are followed')
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in unquote(ref[2:]).split("/")
-                 ] if ref != "#" else []
-        target = self.root
-        for part in parts:
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise MissingRef(at)
-        pointer = json_pointer(parts)
+        try:
+            pointer, target = resolve_ref(self.root, ref)
+        except LookupError:
+            raise MissingRef(at) from None
         if pointer in self.open:
             if self.open[pointer] == descents:
                 raise SchemaRefused(at, "this $ref loops: it names a schema it sits in, with "
@@ -155,6 +147,3 @@ class _Walk:
         if problem is not None:
             raise SchemaRefused(at, problem)
 
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote
 
 from ...errors import MissingRef
 
@@ -59,30 +60,68 @@ def _map_type(t: Any) -> dict[str, Any]:
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Replace local $refs by their definitions, so the schema can nest inside another one.
-    Recursive models keep their $refs and $defs (nothing finite can replace them)."""
-    defs = schema.get("$defs", {})
+    """Replace local $refs by what they point to, so the schema can nest inside another one.
+    A $ref is followed only where a schema is expected, as check_bounds follows it: a
+    `default`, an `enum`, `examples` or an unknown keyword is data and is copied as it is (a
+    ref bomb there was sized as data, and expanding it would write out what was never
+    counted). Recursive models keep their $refs and $defs (nothing finite can replace them)."""
 
     def walk(node: Any, seen: tuple[str, ...], path: str) -> Any:
-        if isinstance(node, list):
-            return [walk(n, seen, f"{path}/{i}") for i, n in enumerate(node)]
         if not isinstance(node, dict):
             return node
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = ref.split("/")[-1]
-            if name not in defs:
-                raise MissingRef(f"{path}/$ref")
-            if name in seen:
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            try:
+                pointer, target = resolve_ref(schema, ref)
+            except LookupError:
+                raise MissingRef(f"{path}/$ref") from None
+            if pointer in seen:
                 raise _Recursive
-            rest = {k: v for k, v in node.items() if k != "$ref"}
-            return {**walk(defs[name], seen + (name,), f"/$defs/{name}"), **walk(rest, seen, path)}
-        return {k: walk(v, seen, f"{path}/{k}") for k, v in node.items() if k != "$defs"}
+            rest = walk({k: v for k, v in node.items() if k != "$ref"}, seen, path)
+            if target is True or target is False:
+                target = {} if target else {"not": {}}
+            elif not isinstance(target, dict):
+                raise _Recursive  # not a schema: keep the ref for the validator to refuse
+            return {**walk(target, (*seen, pointer), pointer), **rest}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            here = f"{path}/{_escape(key)}"
+            if key == "$defs":
+                continue
+            if key in _ONE or key == "additionalItems":
+                out[key] = walk(value, seen, here)
+            elif key in _MANY and isinstance(value, list):
+                out[key] = [walk(s, seen, f"{here}/{i}") for i, s in enumerate(value)]
+            elif key in _MAP and isinstance(value, dict):
+                out[key] = {n: walk(s, seen, f"{here}/{_escape(n)}") for n, s in value.items()}
+            else:  # type, required, default, enum, const, examples, unknown keywords: data
+                out[key] = value
+        return out
 
     try:
-        return walk(schema, (), "")
+        return walk(schema, ("",), "")
     except _Recursive:
         return schema
+
+
+def resolve_ref(root: Any, ref: str) -> tuple[str, Any]:
+    """A local $ref ("#" or "#/..."), read as a JSON pointer into `root`: its normal
+    spelling and what it points to. LookupError when it points to nothing."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in unquote(ref[2:]).split("/")
+             ] if ref != "#" else []
+    target = root
+    for part in parts:
+        if isinstance(target, dict) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            raise LookupError(ref)
+    return json_pointer(parts), target
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 class _Recursive(Exception):

@@ -77,9 +77,9 @@ class Loop:
         except StoreDown:  # not the run's failure: it goes on from its checkpoint when the
             raise          # database is back (a server's node, or another, takes it over)
         except JsonAgentError as exc:
-            yield self._end(FAILED, error=str(exc), error_kind=getattr(exc, "kind", None))
+            yield from self._failed(str(exc), getattr(exc, "kind", None))
         except Exception as exc:  # a bug: record the end, then let it surface
-            yield self._end(FAILED, error=f"internal error: {type(exc).__name__}: {exc}")
+            yield from self._failed(f"internal error: {type(exc).__name__}: {exc}")
             raise
 
     def _steps(self) -> Generator:
@@ -214,6 +214,17 @@ class Loop:
         for a person to say whether it happened, as after a crash (`why` kept as its error)."""
         self.cancel.cancel(why)  # stops whatever the run still has going
         yield from self._cut_short(INTERRUPTED, why, note(note_key), ask=True)
+
+    def _failed(self, why: str, kind: str | None = None) -> Generator:
+        """The run ends failed; but an error that left a step of several calls (a hook of one
+        that ended first, say) stopped a `once` call beside it mid-call, and that call waits
+        for a person to say whether it happened (`why` kept as the run's error)."""
+        s = self.s
+        if s.in_flight and s.status == RUNNING and self.calling.begun:
+            self.cancel.cancel(why)  # whatever the step still has going stops
+            yield from self._cut_short(FAILED, why, note("tool_run_failed"), ask=True)
+        else:
+            yield self._end(FAILED, error=why, error_kind=kind)
 
     def _cut_short(self, status: str, why: str, told: str, ask: bool = False) -> Generator:
         """End the run before its time; a step in flight gets `told` as its observation."""

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -405,3 +406,49 @@ def test_a_new_run_after_an_abandoned_once_question_is_told_the_call_may_have_ha
     assert after.status == "completed" and ledger.sent == [key]
     told = seen[0]["content"] if isinstance(seen[0], dict) else seen[0].content
     assert f"nobody said whether it went through (key {key})" in told
+
+
+def test_a_hook_failing_beside_a_once_call_in_flight_asks_what_became_of_it(tmp_path):
+    """In a step `[pay, look]`, look ends first and its after_tool hook raises: the run ends
+    on the hook's error, and leaving the step stops the payment mid-call. That call is asked
+    about (the error kept), never told it failed, which the model would read as "pay again"
+    (issue 58, finding 3, from review)."""
+    from jsonagent import AgentConfig
+
+    ledger, began = Ledger(), threading.Event()
+
+    @tool(effects="once")
+    def pay(amount: int, ctx: RunContext) -> str:
+        """Pays."""
+        ledger.charge(ctx.call_id, amount)
+        began.set()
+        ctx.cancel.wait(5)  # stopped with the run
+        return f"paid {amount}"
+
+    @tool(effects="idempotent")
+    def look(q: str) -> str:
+        """Looks."""
+        began.wait(5)
+        return "found"
+
+    class Broken:
+        def after_tool(self, state, call, observation):
+            if call.tool == "look":
+                raise RuntimeError("audit log is full")
+
+    both = {"thought": "both", "calls": [{"tool_name": "pay", "args_list": {"amount": 3}},
+                                         {"tool_name": "look", "args_list": {"q": "bill"}}]}
+    agent = Agent(model=ScriptedModel([both, DONE], replay=True), tools=[pay, look],
+                  store=tmp_path / "runs.db", config=AgentConfig(parallel_calls=2),
+                  hooks=[Broken()])
+    t0 = time.perf_counter()
+    stopped = agent.run("pay and look")
+    assert time.perf_counter() - t0 < 4  # the payment was stopped, not waited for
+    key = call_key(stopped.run_id, 1, 0)
+    assert stopped.status == "needs_human", stopped.error
+    assert stopped.error == "hook Broken.after_tool failed: RuntimeError: audit log is full"
+    assert stopped.pending.model_dump() == {"kind": "once", "tool": "pay", "args": {"amount": 3},
+                                            "key": key, "id": key}
+    assert [(o.key, o.ended) for o in stopped.once] == [(key, "cut_short")]
+    done = agent.resume(stopped.run_id, answer="happened")
+    assert done.status == "completed" and ledger.sent == [key]

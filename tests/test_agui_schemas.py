@@ -67,6 +67,17 @@ def test_two_tools_of_one_name_or_a_core_tools_name_in_other_case_are_a_422(serv
     assert "at most 64" in refused(server, [tool({}, name=f"t{i}") for i in range(65)])
 
 
+def test_the_tools_of_one_request_share_one_size_budget(serve):
+    # each tool is within its own 64 KB (34 KB shown); two of them together are not
+    props = {f"p{i}": {"type": "string", "description": "d" * 40} for i in range(400)}
+    big = [tool({"type": "object", "properties": props}, name=f"t{i}") for i in range(3)]
+    server = serve([DONE])
+    said = refused(server, big)
+    assert "at most 64 KB in all" in said and "tools[0] to tools[1];" in said, said
+    status, _ = post(server, body("t2", tools=big[:1]))
+    assert status == 200
+
+
 def test_a_redos_pattern_is_matched_in_bounded_time_and_healthz_answers(serve):
     server = serve([step("show", {"who": "a" * 60 + "!"}, "show it"), DONE])
     parameters = {"type": "object", "properties": {"who": {"type": "string", "pattern": REDOS}},

@@ -42,10 +42,12 @@ def frontend_tool(spec: ToolSpec) -> Tool:
 def specs(tools: list[dict[str, Any]]) -> list[ToolSpec]:
     """The client's declarations as tool specs; a bad one is the client's error. Each schema
     is checked within FRONTEND's bounds here, before anything shows, compiles or validates
-    with it."""
+    with it, and what they show the model together is held to FRONTEND's size: 64 tools each
+    just within it would put 4 MB into every step's prompt."""
     if len(tools) > MAX_TOOLS:
         raise ConfigError(f"tools: {len(tools)} tools; at most {MAX_TOOLS}")
     out: list[ToolSpec] = []
+    shown = 0
     for i, tool in enumerate(tools):
         data = {"name": tool.get("name"), "description": tool.get("description") or "",
                 "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
@@ -60,6 +62,10 @@ def specs(tools: list[dict[str, Any]]) -> list[ToolSpec]:
             raise ConfigError(f"tools[{i}]: {spec.name} is the name of tools[{same[0]}] "
                               "already (names are told apart without case, '_' or '-')")
         out.append(spec)
+        shown += len(spec.shown)
+        if shown > FRONTEND.size:
+            raise ConfigError(f"tools: {shown >> 10} KB of tool specs shown to the model by "
+                              f"tools[0] to tools[{i}]; at most {FRONTEND.size >> 10} KB in all")
     return out
 
 

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from . import dialects
 from .repair import KEY_ALIASES  # noqa: F401  re-exported: it lived here
-from .repair import CLOSED, NOT_JSON, THINK, closes, fix_keys, load_object
+from .repair import (CLOSED, GUESSES, NOT_JSON, THINK, closes, ends_the_text, fix_keys,
+                     load_object)
 from .notes import note
 from .reply import ENVELOPE_KEYS, CallEnvelope, ParallelStep, Parsed, ReplyProblem, Step
 from .state import CallRecord
@@ -45,8 +46,7 @@ def parse_reply(text: str, toolset: Toolset, cut: bool = False,
         data, told = _from_dialect(reading, toolset, repairs), _dialect_note(reading)
     else:
         data = load_object(text, repairs, strict)
-    whole = not isinstance(data, ReplyProblem) if reading is None else _whole_action(reading)
-    if unended or CLOSED in repairs or cut and not whole:
+    if unended or CLOSED in repairs or cut and not _whole(text, data, strict, repairs, reading):
         return ReplyProblem("cut", note("reply_cut" if cut else "reply_unended"), repairs)
     if isinstance(data, ReplyProblem):
         return data
@@ -142,6 +142,18 @@ def _read_dialect(text: str) -> dialects.Reading | None:
     if reading is not None and act is None and "{" in text:
         return None
     return reading
+
+
+def _whole(text: str, data: Any, strict: Any, repairs: list[str],
+           reading: dialects.Reading | None) -> bool:
+    """Whether a reply cut at its cap is whole: its JSON strict as written, or repaired
+    without a guess at where its object ends and ending the text. A first call whole in a
+    cut list, or in prose that goes on, is no whole reply: what followed it was cut."""
+    if reading is not None:
+        return _whole_action(reading)
+    if isinstance(data, ReplyProblem):
+        return False
+    return strict is not NOT_JSON or not GUESSES.intersection(repairs) and ends_the_text(text)
 
 
 def _whole_action(reading: dialects.Reading) -> bool:

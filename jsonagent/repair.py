@@ -34,6 +34,10 @@ CLOSED = "closed_truncated_json"
 """The repair that closed an object the text never closed: a reply that was cut, whose
 call is never run (envelope.parse_reply)."""
 
+GUESSES = frozenset({"extracted_object", "code_quotes_escaped", "triple_quoted_string"})
+"""The repairs that chose where a reply's object ends: after one, a reply cut at its cap may
+hold more than the object read (a second call, cut), so it is not whole (envelope)."""
+
 
 def load_object(text: str, repairs: list[str], strict: Any = NOT_JSON) -> Any:
     """`strict`: the text already parsed as strict JSON, if it did."""
@@ -151,6 +155,17 @@ def _code_quotes(text: str) -> dict | ReplyProblem | None:
     return ReplyProblem("json", 'invalid JSON: the code in args_list.code holds a " that ends '
                         'its string early, and no reading of it compiles; write every " '
                         'inside the code as \\" (or use \' for Python strings)')
+
+
+def ends_the_text(text: str) -> bool:
+    """Whether the first object in `text` is where it ends: nothing but blanks or a code
+    fence's close after it (a <think> block aside)."""
+    body = THINK.sub("", text or "")
+    start = body.find("{")
+    if start < 0:
+        return False
+    obj, closed = _first_object(body, start)
+    return closed and body[start + len(obj):].strip() in ("", "```")
 
 
 def closes(text: str) -> bool:

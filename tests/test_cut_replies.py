@@ -156,6 +156,43 @@ def test_a_reply_at_max_tokens_whose_json_is_whole_is_a_finished_one():
     assert not [e for e in events if isinstance(e, ev.Reask)]
 
 
+SMALL = json.dumps(step("pay", {"amount": "10"}, "pay it"))
+
+
+@pytest.mark.parametrize("head", [
+    f"[{SMALL}, {CUT}",  # a list whose first call is whole, its second cut
+    f"First the small one: {SMALL} and then {CUT}",  # prose that goes on
+    f"```json\n{SMALL}\n```\nand then {CUT}",  # a fenced call, and more after it
+])
+def test_a_cut_reply_whose_first_object_is_whole_is_asked_again_and_never_run(head):
+    """The repair reads the first whole object; what followed it was cut."""
+    result, paid, requests, events = run([at_cap(head), PAY, DONE])
+    assert_reasked(result, paid, requests, events, head=head)
+
+
+def test_a_cut_reply_guessed_where_its_code_ends_is_never_read():
+    from jsonagent.envelope import parse_reply
+    from jsonagent.tools.toolset import Toolset
+
+    @tool
+    def run_code(code: str) -> str:
+        """Run Python code."""
+        return code
+
+    text = '{"thought": "t", "tool_name": "run_code", "args_list": {"code": "print("hi")"}}'
+    toolset = Toolset.build([run_code])
+    assert parse_reply(text, toolset).repairs == ["code_quotes_escaped"]  # finished: read
+    assert parse_reply(text, toolset, cut=True).stage == "cut"
+
+
+@pytest.mark.parametrize("text", [
+    f"```json\n{PAY}\n```", f"<think>the amount is 1000000</think>{PAY}  \n"])
+def test_a_reply_at_max_tokens_whose_repaired_json_ends_it_is_a_finished_one(text):
+    result, paid, _, events = run([at_cap(text), DONE])
+    assert result.status == "completed" and paid == ["1000000"]
+    assert not [e for e in events if isinstance(e, ev.Reask)]
+
+
 def test_when_every_try_is_cut_the_run_ends_naming_reply_tokens():
     result, paid, requests, _ = run([at_cap(CUT)] * 3, reply_tokens=1024)
     assert paid == [] and len(requests) == 3

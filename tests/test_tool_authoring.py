@@ -11,6 +11,7 @@ import pytest
 
 from jsonagent import SpecError, Toolset, core_tools
 from jsonagent.tools.toolset import default_tools_path
+from jsonagent.tools.lint import lint_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -104,6 +105,21 @@ def test_lint_reports_every_kind_of_finding(tmp_path):
     strict = [line for line in lines if "(strict_one)" in line]
     assert any("'minLength' is not supported" in line for line in strict)
     assert any("every property must be required; n is optional" in line for line in strict)
+
+
+def test_lint_checks_a_default_beside_a_ref_against_the_whole_schema(tmp_path):
+    # a recursive model keeps its $refs: the default's schema is read in its document
+    node = {"type": "object", "description": "A node.", "properties": {
+        "kids": {"type": "array", "description": "Kids.", "items": {"$ref": "#/$defs/n"}}}}
+    spec = write(tmp_path / "tree.json", {"name": "tree", "description": "A tree.",
+                                          "parameters": {"type": "object", "$defs": {"n": node},
+                                                         "properties": {"root": {
+                                                             "$ref": "#/$defs/n",
+                                                             "description": "The root.",
+                                                             "default": {"kids": [1]}}}}})
+    assert lint_file(spec) == [f"{spec}[0] (tree): /parameters/properties/root: default "
+                               '{"kids": [1]} does not fit its own schema: 1 is not of type '
+                               "'object'"]
 
 
 def test_lint_strict_flag_and_exit_codes(tmp_path):

@@ -83,11 +83,12 @@ def lint_spec(spec: ToolSpec, strict: bool = False) -> list[str]:
     if not spec.description.strip():
         out.append("/description: missing; the model picks tools by their description")
     params = spec.parameters
+    root = validator(params)  # a default beside a $ref (a recursive model's) needs the root
     for pointer, schema, name in _properties(params, "/parameters"):
         if isinstance(schema, dict) and not schema.get("description") and "$ref" not in schema:
             out.append(f"{pointer}: parameter {name!r} has no description")
     for pointer, schema in _schemas(params, "/parameters"):
-        out += [f"{pointer}: {m}" for m in _enum_and_default(schema)]
+        out += [f"{pointer}: {m}" for m in _enum_and_default(schema, root)]
         if strict:
             out += [f"{pointer}: strict mode: {m}" for m in _strict(schema, pointer == "/parameters")]
     return out
@@ -115,7 +116,7 @@ def _properties(node: Any, pointer: str) -> Iterator[tuple[str, Any, str]]:
             yield f"{p}/properties{json_pointer([name])}", sub, name
 
 
-def _enum_and_default(schema: dict) -> list[str]:
+def _enum_and_default(schema: dict, root) -> list[str]:
     out = []
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types if isinstance(types, list) else None
@@ -126,7 +127,7 @@ def _enum_and_default(schema: dict) -> list[str]:
                            f"{' or '.join(types)}")
     if "default" in schema:
         rest = {k: v for k, v in schema.items() if k not in ("default", "description", "title")}
-        errors = list(validator(rest).iter_errors(schema["default"]))
+        errors = list(root.evolve(schema=rest).iter_errors(schema["default"]))
         if errors:
             out.append(f"default {json.dumps(schema['default'])} does not fit its own schema: "
                        f"{errors[0].message}")

@@ -65,6 +65,25 @@ def make_agent(crashy: bool = True) -> Agent:
     return Agent(model=ScriptedModel(reply), tools=[crash_exit, crash_segfault, nap])
 
 
+def killed_paying_agent(ledger: str, store: str | None = None) -> Agent:
+    """Its `once` tool writes its key to `ledger`, as a payment API would, then its worker
+    is killed (kill -9) before the call ends."""
+    from jsonagent import tool
+
+    @tool(effects="once")
+    def pay(amount: int) -> str:
+        """Pays."""
+        from jsonagent.calls import current_key
+
+        with open(ledger, "a") as f:
+            f.write(current_key() + "\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+        return "paid"
+
+    return Agent(model=ScriptedModel([step("pay", {"amount": 3}), DONE]), tools=[pay],
+                 store=store)
+
+
 def session_agent() -> Agent:
     """Answers with the number of user turns it can see, to show a session's memory."""
     def reply(messages, response_format):
@@ -374,6 +393,30 @@ def test_retry_failed_leaves_a_task_whose_once_call_went_through_unless_forced(t
     paid = ledger.read_text().split()
     assert len(paid) == 2 and paid[0] == key and line["run_id"] not in paid[1]
     assert cli(*args, "--force").returncode == 2
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["with-a-store", "without"])
+def test_a_worker_killed_in_a_once_call_is_not_run_again_by_retry_failed(tmp_path, stored):
+    """kill -9 while paying (issue 58, finding 4, from review): the worker leaves no line,
+    so its parent's names the run and what it began, from the store's call log, or, with
+    no store to read, an unknown `once` call; --retry-failed does not pay a second time."""
+    ledger = tmp_path / "ledger.txt"
+    where = str(tmp_path / "runs.db") if stored else None
+    factory = functools.partial(killed_paying_agent, str(ledger), where)
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"id": "bill", "input": "pay 3"}])
+    out = tmp_path / "o.jsonl"
+    run_batch(tasks, out, factory)
+    [line] = read_results(out)
+    assert line["status"] == "failed" and "SIGKILL" in line["error"]
+    if stored:
+        [key] = ledger.read_text().split()
+        assert line["run_id"] and key.startswith(line["run_id"])
+        assert line["extra"]["once"] == [{"key": key, "tool": "pay", "ended": None}]
+    else:
+        assert line["extra"]["once"] == [{"key": None, "tool": "?", "ended": None}]
+    again = run_batch(tasks, out, factory, retry_failed=True)
+    assert again.ran == 0 and len(ledger.read_text().split()) == 1  # paid once
+    assert_no_children()
 
 
 def test_a_broken_agent_factory_is_one_error_before_any_task(tmp_path):

@@ -17,6 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..calls import ONCE
 from ..errors import BatchError, RunError, UserError
 from ..status import COMPLETED, FAILED, INTERRUPTED, Reason
 from .files import Task, TaskResult, transcript_path
@@ -30,6 +31,14 @@ AgentFactory = Callable[[], Any]
 Job = Callable[[Any, Task, "Path | None", "str | None", "float | None"], TaskResult]
 """What a worker does with one task: `run_task`, or another module-level function with its
 signature that the factory's object suits (an eval runs its case and scores it)."""
+
+_tell_parent: list[Callable[[tuple], None]] = []
+"""A local worker's pipe (`tell_parent`): how `_run_within` tells the parent a task's run
+has begun (`began`), so that a worker killed in the run still leaves a line that names it."""
+
+
+def tell_parent(send: Callable[[tuple], None]) -> None:
+    _tell_parent[:] = [send]
 
 
 # -- the task function, the same in every backend ---------------------------------------------
@@ -70,10 +79,12 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
 
 def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, bool]:
     """The task's run, cancelled once `timeout` seconds have passed; and whether it was."""
-    start, timer, fired = time.monotonic(), None, []
+    start, timer, fired, told = time.monotonic(), None, [], []
     end = None
     try:
         for end in agent.iter(task.input, session=task.session):
+            if not told and _tell_parent:  # before any tool can run
+                told.append(_tell_parent[0](began(agent, end.run_id)))
             if timer is None and timeout:  # the first event names the run
                 left = max(0.0, timeout - (time.monotonic() - start))
                 # marked before the cancel: the run may end, and this function return,
@@ -88,6 +99,22 @@ def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, boo
     return end.result, bool(fired)
 
 
+def began(agent: Any, run_id: str) -> tuple:
+    """A worker's word that a task's run has begun: its id, the agent's store (where the
+    parent reads its `once` calls should the worker die in it) and whether any of its tools
+    is `once`."""
+    store = getattr(agent, "store", None)
+    where = getattr(getattr(store, "link", None), "url", None) or getattr(store, "path", None)
+    return ("began", run_id, str(where) if where else None, may_call_once(agent))
+
+
+def may_call_once(agent: Any) -> bool:
+    """Whether a worker's object has a `once` tool; an eval's worker, whose agents are built
+    per case, may."""
+    tools = getattr(agent, "toolset", None)
+    return tools is None or any(t.effects == ONCE for t in tools)
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -100,10 +127,46 @@ def fatal(exc: BaseException) -> tuple:
             f"building the agent failed: {type(exc).__name__}: {exc}", user)
 
 
-def _failed(task: Task, error: str, worker: str, seconds: float) -> TaskResult:
-    return TaskResult(id=task.id, status=FAILED, error=error, worker=worker,
+def _failed(slot: Slot, error: str, seconds: float) -> TaskResult:
+    """The line of a task whose worker died or was killed in it. It names the run, and the
+    `once` calls the run began (its store's call log), so that `--retry-failed` leaves the
+    task as it does one that failed after a payment; when those cannot be read, a `once`
+    call is assumed (UNKNOWN_ONCE): a worker killed in a payment must not pay again."""
+    task = slot.task
+    line = TaskResult(id=task.id, status=FAILED, error=error, worker=slot.name,
                       seconds=round(seconds, 4), ok=False if task.expect is not None else None,
                       extra=task.extra)
+    run_id, where, may_once = slot.run or (None, None, slot.may_once and not slot.tells_runs)
+    line.run_id = run_id
+    once = _once_calls(run_id, where) if run_id and where else None
+    if once is None and may_once:
+        once = [UNKNOWN_ONCE]
+    if once:
+        line.extra = {**(task.extra or {}), "once": once}
+    return line
+
+
+UNKNOWN_ONCE = {"key": None, "tool": "?", "ended": None}
+"""A failed line's `once` call when its worker died and which calls its run began is not
+known (no store, or a backend that does not say which run it was in)."""
+
+
+def _once_calls(run_id: str, where: str) -> list[dict] | None:
+    """The `once` calls in the call log of `run_id`, as `RunResult.once` lists them; None
+    when the store cannot be read."""
+    from ..store import open_store
+
+    try:
+        store = open_store(where)
+        try:
+            calls = store.calls(run_id)
+        finally:
+            store.close()
+    except Exception:
+        return None
+    return [{"key": c.key, "tool": c.tool,
+             "ended": ("failed" if c.error else "returned") if c.ended else None}
+            for c in calls if c.effects == ONCE]
 
 
 # -- one dispatcher for both backends ----------------------------------------------------------
@@ -118,6 +181,12 @@ class Slot:
         self.started = 0.0
         self.handle: Any = None
         """The backend's own: (process, pipe) locally, the actor and its pending call on Ray."""
+        self.run: tuple | None = None
+        """The task's run, once the worker said it began (`began`): id, store, once tools."""
+        self.may_once = True
+        """Whether the worker's agent has a `once` tool (its "ready" says)."""
+        self.tells_runs = False
+        """Whether the backend's workers say when a run began (a Ray actor cannot)."""
 
 
 class Backend(Protocol):
@@ -138,8 +207,9 @@ def dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Backe
              emit: Callable[[TaskResult], None]) -> None:
     """Keep every slot busy; a dead or overdue worker's task is failed and the worker replaced.
 
-    A worker answers ("ready", name) or ("fatal", message, is_user_error) once, then
-    ("done", result) per task; the backend reports ("dead", reason) when it is gone.
+    A worker answers ("ready", name, may_call_once) or ("fatal", message, is_user_error)
+    once, then per task ("began", ...) when its run has begun (local workers) and
+    ("done", result); the backend reports ("dead", reason) when it is gone.
     """
     queue = deque(tasks)
     slots = [backend.start() for _ in range(min(size, len(tasks)))]
@@ -150,14 +220,14 @@ def dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Backe
             raise RunError(f"a batch worker died while building its agent: {error}"
                            f"{backend.start_hint}")
         if slot.task is not None:
-            emit(_failed(slot.task, error, slot.name, time.perf_counter() - slot.started))
+            emit(_failed(slot, error, time.perf_counter() - slot.started))
         return backend.start() if queue else None
 
     try:
         while queue or any(s.task for s in slots):
             for s in slots:
                 if s.ready and s.task is None and queue:
-                    s.task, s.started = queue.popleft(), time.perf_counter()
+                    s.task, s.started, s.run = queue.popleft(), time.perf_counter(), None
                     backend.give(s, s.task)
             now = time.perf_counter()
             # the worker cancels an overdue run itself; this is for a worker that hangs
@@ -173,6 +243,9 @@ def dispatch(tasks: list[Task], size: int, timeout: float | None, backend: Backe
                     raise (BatchError if msg[2] else RunError)(msg[1])
                 elif msg and msg[0] == "ready":
                     s.ready, s.name = True, msg[1]
+                    s.may_once = msg[2] if len(msg) > 2 else True
+                elif msg and msg[0] == "began":
+                    s.run = msg[1:]
                 elif msg and msg[0] == "done":
                     s.task = None
                     emit(TaskResult(**msg[1]))

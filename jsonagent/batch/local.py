@@ -14,7 +14,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .dispatch import AgentFactory, Job, Slot, fatal, run_task, worker_name
+from .dispatch import (AgentFactory, Job, Slot, fatal, may_call_once, run_task, tell_parent,
+                       worker_name)
 from .files import Task
 
 
@@ -28,7 +29,8 @@ def _worker_main(conn, factory: AgentFactory, transcripts: Path | None,
         conn.send(fatal(exc))
         return
     name = worker_name()
-    conn.send(("ready", name))
+    tell_parent(conn.send)  # the run a task began, in case this process dies in it
+    conn.send(("ready", name, may_call_once(agent)))
     while True:
         try:
             task = conn.recv()
@@ -74,6 +76,7 @@ class LocalBackend:
             proc.start()
         child.close()
         slot.handle, slot.name = (proc, conn), f"{socket.gethostname()}:{proc.pid}"
+        slot.tells_runs = True
         return slot
 
     def give(self, slot: Slot, task: Task) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BatchError
-from .dispatch import AgentFactory, Job, Slot, dispatch, fatal, run_task, worker_name
+from .dispatch import (AgentFactory, Job, Slot, dispatch, fatal, may_call_once, run_task,
+                       worker_name)
 from .files import Task, TaskResult
 
 
@@ -32,7 +33,7 @@ class _RayWorker:
             self.agent, self.fatal = None, fatal(exc)
 
     def ready(self) -> tuple:
-        return self.fatal or ("ready", self.name)
+        return self.fatal or ("ready", self.name, may_call_once(self.agent))
 
     def run(self, task: dict) -> tuple:
         return ("done", self.job(self.agent, Task(**task), self.transcripts, self.name,

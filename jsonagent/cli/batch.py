@@ -110,7 +110,8 @@ def say_repeats(flag: str, retrying: bool, force: bool, runs: dict[str, list[dic
         raise ConfigError(f"--force goes with {flag}: it runs again what that leaves")
     for run_id, calls in runs.items() if retrying else ():
         said = ", ".join(f"{c['tool']} (key {c['key']}, {c.get('ended') or 'no result'})"
-                         for c in calls)
+                         if c.get("key") else "a once tool perhaps (its worker died where "
+                         "the run's calls cannot be read)" for c in calls)
         if force:
             typer.echo(f"--force: {run_id} runs again, and with it {said} again, under a new "
                        "key", err=True)

@@ -127,6 +127,12 @@ def test_a_ref_is_inlined_by_its_whole_pointer_as_check_bounds_sized_it():
     assert spec.parameters["properties"]["x"] == {"type": "integer"}
 
 
+def test_unevaluated_properties_is_refused_beside_pattern_properties_only():
+    closed = {"type": "object", "unevaluatedProperties": False}
+    check_bounds({**closed, "properties": {"a": {"type": "string", "pattern": "^x"}}}, FRONTEND)
+    assert "beside patternProperties" in refused({**closed, "patternProperties": {"^x": {}}})
+
+
 def test_depth_and_pattern_length_are_bounded():
     deep: dict = {"type": "string"}
     for _ in range(40):

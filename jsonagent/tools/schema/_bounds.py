@@ -53,7 +53,8 @@ class _Walk:
         self.root, self.bounds, self.size = root, bounds, 0
         self.open: dict[str, int] = {}
         """The schemas being walked, by pointer: how many descents deep each was entered."""
-        self.patterns = self.unevaluated = ""
+        self.pattern_properties_at = self.unevaluated = ""
+        """The first patternProperties and unevaluatedProperties met: refused together."""
 
     def grow(self, n: int) -> None:
         self.size += n
@@ -90,6 +91,7 @@ class _Walk:
                 self.grow(2)
                 for name, sub in value.items():
                     if key == "patternProperties":
+                        self.pattern_properties_at = self.pattern_properties_at or here
                         self.regex(name, f"{here}/{_escape(name)}")
                     self.grow(len(name) + 4)
                     self.schema(sub, f"{here}/{_escape(name)}", depth + 2, deeper)
@@ -103,7 +105,7 @@ class _Walk:
                 self.data(value, here, depth + 1)
         if entered:
             del self.open[at]
-        if not at and self.patterns and self.unevaluated:
+        if not at and self.pattern_properties_at and self.unevaluated:
             raise SchemaRefused(self.unevaluated, "unevaluatedProperties beside "
                                 "patternProperties is not accepted (its matching cannot be "
                                 "bounded in time)")
@@ -142,7 +144,6 @@ class _Walk:
         self.schema(target, pointer, depth, descents)
 
     def regex(self, pattern: str, at: str) -> None:
-        self.patterns = self.patterns or at
         problem = pattern_problem(pattern, self.bounds.pattern)
         if problem is not None:
             raise SchemaRefused(at, problem)

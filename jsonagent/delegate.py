@@ -20,7 +20,7 @@ from .calls import IDEMPOTENT, sub_run_id
 from .errors import ConfigError, ToolError
 from .notes import note
 from .session import Session
-from .state import Pending, RunState
+from .state import OnceCall, Pending, RunState
 from .status import COMPLETED, INTERRUPTED, NEEDS_HUMAN, RESUMABLE
 from .tools.specs import ToolSpec
 from .tools.tool import RunContext, Tool
@@ -105,6 +105,7 @@ class AgentCall:
         """The sub-run this call started before: its answer, its pause, or the run itself
         going on from its own checkpoint (its own call log decides its own calls)."""
         state = info.state
+        _once(ctx.run, state.once)  # as are the once calls it lists
         if info.status == COMPLETED:
             _count(ctx.run, state, None)  # the parent's count died with its process
             return state.answer
@@ -161,6 +162,7 @@ class AgentCall:
         state = session.last
         _count(ctx.run, state, before)
         result = end.result
+        _once(ctx.run, result.once)
         if result.status == COMPLETED:
             return result.answer
         if result.status == NEEDS_HUMAN:
@@ -188,6 +190,19 @@ class AgentCall:
 def _left(parent: RunState) -> int:
     """Steps the tree's budget leaves for a sub-run of `parent`'s current step."""
     return parent.config.get("max_steps", 10) - len(parent.steps) - parent.sub_steps
+
+
+def _once(parent: RunState, once: list[OnceCall]) -> None:
+    """A sub-run's `once` calls, in its parent's record (`RunState.once`): a task tried
+    again from the top (`eval --retry-errors`) would make them again too, under new keys.
+    One the parent lists already (the sub-run stopped before) takes how it ended since."""
+    with _COUNTING:  # sub-runs of one step (side by side) end in threads of their own
+        known = {o.key: o for o in parent.once}
+        for o in once:
+            if o.key in known:
+                known[o.key].ended = o.ended
+            else:
+                parent.once.append(o.model_copy())
 
 
 def _count(parent: RunState, sub: RunState, before: RunState | None) -> None:

@@ -452,3 +452,26 @@ def test_a_hook_failing_beside_a_once_call_in_flight_asks_what_became_of_it(tmp_
     assert [(o.key, o.ended) for o in stopped.once] == [(key, "cut_short")]
     done = agent.resume(stopped.run_id, answer="happened")
     assert done.status == "completed" and ledger.sent == [key]
+
+
+def test_a_sub_agents_once_calls_are_in_its_parents_record(tmp_path):
+    """A payment made by a sub-agent, then the parent's model fails: the parent's record
+    lists the payment, so `eval --retry-errors` (and batch's --retry-failed) leave the task
+    without --force, as for a payment the parent made itself (issue 58, finding 3, from
+    review)."""
+    ledger = Ledger()
+
+    @tool(effects="once")
+    def pay(amount: int, ctx: RunContext) -> str:
+        """Pays."""
+        ledger.charge(ctx.call_id, amount)
+        return f"paid {amount}"
+
+    billing = Agent(ScriptedModel([step("pay", {"amount": 3}, "pay"), DONE]), tools=[pay])
+    parent = Agent(ScriptedModel([step("billing", {"task": "pay 3"})]),  # then it fails
+                   tools=[billing.as_tool("billing", "Pays bills.")], store=tmp_path / "r.db")
+    failed = parent.run("pay the bill")
+    [key] = ledger.sent
+    assert failed.status == "failed" and "ran out of replies" in failed.error
+    assert [(o.key, o.tool, o.ended) for o in failed.once] == [(key, "pay", "returned")]
+    assert open_store(tmp_path / "r.db").load_run(failed.run_id).state.once == failed.once

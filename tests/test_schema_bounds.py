@@ -215,6 +215,15 @@ def test_an_mcp_tool_with_a_remote_ref_is_refused(probe):
     assert probe.seen == []
 
 
+def test_a_schema_is_checked_by_the_engine_that_matches_its_patterns():
+    # `re` cannot compile a variable-width look-behind; `regex`, which matches it, can: the
+    # meta-schema check is ours, with no format checker handing the pattern to re.compile
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=a+)b"}}}
+    assert schema_problem(schema, FRONTEND) is None
+    spec = ToolSpec.from_dict({"name": "t", "parameters": schema}, bounds=FRONTEND)
+    assert spec.validate_args({"a": "aab"}) == [] and spec.validate_args({"a": "b"})
+
+
 def test_schema_problem_says_where_in_one_line():
     assert schema_problem({"type": "object"}, FRONTEND) is None
     assert schema_problem({"properties": {"a": {"$ref": "#/$defs/x"}}}, AUTHORED) == \

@@ -15,11 +15,11 @@ from ..errors import MissingRef, SchemaRefused, SpecError
 from .schema import (
     Bounds,
     check_bounds,
+    check_schema,
     got,
     json_pointer,
     normalise,
     validator,
-    validator_class,
 )
 
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -78,7 +78,7 @@ def check_returns(outer: dict, data: dict, where: str, bounds: Bounds | None
         raise spec_error(where, f"/{keys[0]}{exc.args[0]}", exc.args[1]) from None
     try:
         if bounds is not None:
-            validator_class().check_schema(normalise(schema))
+            check_schema(normalise(schema))
     except Exception as exc:  # jsonschema.SchemaError
         raise spec_error(where, f"/{keys[0]}{json_pointer(exc.path)}",
                          f"not a valid JSON Schema: {exc.message}") from None

@@ -29,15 +29,15 @@ from .schema import (
     AUTHORED,
     Bounds,
     brief_parameters,
-    check_bounds,
     brief_schema,
+    check_bounds,
+    check_schema,
     got,
     inline_refs,
     json_pointer,
     normalise,
     short_json,
     validator,
-    validator_class,
 )
 from .spec_checks import check_handler, check_meta, check_returns, spec_error, spec_where
 
@@ -123,7 +123,7 @@ class ToolSpec(BaseModel):
         params.setdefault("additionalProperties", False)
         try:
             if not trusted:
-                validator_class().check_schema(params)
+                check_schema(params)
         except Exception as exc:  # jsonschema.SchemaError
             raise spec_error(where, f"/parameters{json_pointer(exc.path)}",
                              f"not a valid JSON Schema: {exc.message}") from None

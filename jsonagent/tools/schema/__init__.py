@@ -12,7 +12,7 @@ envelope and lint name values and pointers with it.
 
 from ._bounds import AUTHORED, FRONTEND, Bounds, check_bounds
 from ._regex import MATCH_TIMEOUT_S
-from ._validation import schema_problem, validator, validator_class
+from ._validation import check_schema, schema_problem, validator, validator_class
 from ._walks import (
     PYTHON_TYPES,
     brief_parameters,
@@ -26,5 +26,5 @@ from ._walks import (
 )
 
 __all__ = ["AUTHORED", "FRONTEND", "MATCH_TIMEOUT_S", "PYTHON_TYPES", "Bounds", "brief_parameters",
-           "brief_schema", "check_bounds", "got", "inline_refs", "json_pointer", "json_type",
+           "brief_schema", "check_bounds", "check_schema", "got", "inline_refs", "json_pointer", "json_type",
            "normalise", "schema_problem", "short_json", "validator", "validator_class"]

@@ -1,7 +1,9 @@
 """The one way the package validates against a schema: `validator()`. Its registry retrieves
 nothing (a $ref to a file or a URL is unresolvable, never read or fetched), and its pattern
 keywords are matched in bounded time (_regex.py). It asserts no `format`, so `format: regex`
-compiles nothing a model wrote."""
+compiles nothing a model wrote. A schema is checked against the meta-schema the same way, by
+`check_schema`, never by jsonschema's own, which would `re.compile` every pattern a client
+wrote (its format checker) and could fetch a meta-schema it does not bundle."""
 
 from __future__ import annotations
 
@@ -33,10 +35,28 @@ def schema_problem(schema: Any, bounds: Bounds) -> str | None:
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator_class().check_schema(schema)
+        check_schema(schema)
     except SchemaError as exc:
         return f"{json_pointer(exc.path) or '/'}: not a valid JSON Schema: {exc.message}"
     return None
+
+
+def check_schema(schema: Any) -> None:
+    """Raise jsonschema's SchemaError when `schema` is not a valid Draft 2020-12 schema. The
+    meta-schema is read with our pattern keywords and no format checker, and its own refs
+    resolve among the meta-schemas jsonschema bundles, nothing retrieved."""
+    from jsonschema.exceptions import SchemaError
+
+    for error in _meta_validator().iter_errors(schema):
+        raise SchemaError.create_from(error)
+
+
+@functools.lru_cache(maxsize=1)
+def _meta_validator():
+    from jsonschema_specifications import REGISTRY  # retrieves nothing it does not bundle
+
+    cls = validator_class()
+    return cls(cls.META_SCHEMA, registry=REGISTRY)
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,8 +72,8 @@ def _registry():
 
 @functools.lru_cache(maxsize=1)
 def validator_class():
-    """Draft 2020-12 with every pattern keyword matched by `regex`, under a timeout
-    (`check_schema` comes from here too)."""
+    """Draft 2020-12 with every pattern keyword matched by `regex`, under a timeout. Check a
+    schema with `check_schema`, not this class's own (see the module's docstring)."""
     from jsonschema import Draft202012Validator, validators
 
     return validators.extend(Draft202012Validator, {

@@ -106,6 +106,10 @@ class ModelUnavailable(ModelError):
 
 class ModelTimeout(ModelError):
     kind = "timeout"
+    past_deadline = False
+    """The request's whole deadline passed, not one read's timeout: the endpoint sends, too
+    slowly (OpenAIModel's `deadline`). Asked again, the same model would hold the run as
+    long again, so a fallback moves on to the next model instead."""
 
 
 class ContextWindowExceeded(ModelError):
@@ -222,11 +226,13 @@ def read_text(path, error: type[JsonAgentError], what: str = "",
     try:
         # O_NONBLOCK: opening a named pipe would wait for a writer; a regular file ignores it
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # before fdopen, which refuses a directory but keeps its fd
+            os.close(fd)
+            raise error(f"{path}: {doing}: " + ("is a directory" if stat.S_ISDIR(mode) else
+                                                "not a regular file (a device, a pipe or a "
+                                                "socket)"))
         with os.fdopen(fd, "rb") as f:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise error(f"{path}: {doing}: not a regular file (a device, a pipe or a "
-                            "socket)")
             data = f.read(limit + 1)
     except OSError as exc:
         raise error(f"{path}: {doing}: {exc.strerror or exc}") from None

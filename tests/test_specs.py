@@ -207,6 +207,17 @@ def test_a_device_or_a_pipe_is_refused_not_read(tmp_path, kind):
                                  "device, a pipe or a socket)")
 
 
+def test_a_directory_is_called_a_directory_and_its_descriptor_closed(tmp_path):
+    from jsonagent.errors import read_text
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(SpecError) as caught:
+            read_text(tmp_path, SpecError, "tool specs")
+        assert str(caught.value) == f"{tmp_path}: cannot read tool specs: is a directory"
+    assert len(os.listdir("/proc/self/fd")) == before  # os.fdopen refused it and kept it open
+
+
 def test_a_file_past_the_limit_is_refused_unread(tmp_path):
     from jsonagent.errors import read_text
 

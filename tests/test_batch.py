@@ -578,3 +578,23 @@ def test_a_timed_out_task_says_so_even_when_the_run_ends_before_cancel_returns()
 
     line = run_task(SlowToReturn(), Task(id="slow", input="x"), timeout=0.2)
     assert line.status == "failed" and line.error == "timed out after 0.2 s"
+
+
+def test_a_task_timed_out_inside_a_once_call_waits_for_a_person_and_says_it_timed_out():
+    """Cancelled at its timeout while a payment ran, the run waits for a person to say
+    whether it went through (needs_human, kept); its line still says it timed out, not
+    "cancelled" (issue 58, finding 3, from review)."""
+    from jsonagent import RunContext, tool
+    from jsonagent.batch.dispatch import run_task
+    from jsonagent.batch.files import Task
+
+    @tool(effects="once")
+    def pay(amount: int, ctx: RunContext) -> str:
+        """Pays."""
+        ctx.cancel.wait(10)  # the payment API is slow to answer; the timeout stops the wait
+        return f"paid {amount}"
+
+    agent = Agent(ScriptedModel([step("pay", {"amount": 3}, "pay")]), tools=[pay])
+    line = run_task(agent, Task(id="bill", input="pay 3"), timeout=0.3)
+    assert line.status == "needs_human" and line.error == "timed out after 0.3 s"
+    assert [(o["tool"], o["ended"]) for o in line.extra["once"]] == [("pay", "cut_short")]

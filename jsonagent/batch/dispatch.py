@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from ..calls import ONCE
 from ..errors import BatchError, RunError, UserError
-from ..status import COMPLETED, FAILED, INTERRUPTED, Reason
+from ..status import COMPLETED, FAILED, INTERRUPTED, NEEDS_HUMAN, Reason
 from .files import Task, TaskResult, transcript_path
 
 _HUNG_AFTER = 10.0
@@ -67,6 +67,8 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
             line.extra = {**(line.extra or {}), "once": [o.model_dump() for o in result.once]}
         if timed_out and result.status == INTERRUPTED:
             line.status, line.error = FAILED, Reason.timed_out(timeout)
+        elif timed_out and result.status == NEEDS_HUMAN and _once_pending(result):
+            line.error = Reason.timed_out(timeout)  # it waits to be asked: the status stays
     except Exception as exc:
         line.error = f"{type(exc).__name__}: {exc}"
     if task.expect is not None:
@@ -75,6 +77,12 @@ def run_task(agent: Any, task: Task, transcripts: Path | None = None,
         line.ok = line.status == COMPLETED and task.expect in text
     line.seconds = round(time.perf_counter() - start, 4)
     return line
+
+
+def _once_pending(result: Any) -> bool:
+    """The run waits for a person to say what became of a `once` call it was stopped in."""
+    pending = getattr(result, "pending", None)
+    return pending is not None and any(p.kind == ONCE for p in pending.each)
 
 
 def _run_within(agent: Any, task: Task, timeout: float | None) -> tuple[Any, bool]:

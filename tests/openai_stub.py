@@ -84,7 +84,8 @@ class OpenAIStub:
                                 self.connection.shutdown(socket.SHUT_RDWR)
                                 self.close_connection = True
                                 return
-                            write(f"data: {json.dumps(chunk)}\n\n".encode())
+                            data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                            write(f"data: {data}\n\n".encode())  # a str: a line as it is
                             time.sleep(payload.delay)
                         if payload.done:
                             write(b"data: [DONE]\n\n")

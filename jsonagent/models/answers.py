@@ -3,6 +3,7 @@ a body that is not a chat completion, and whether a stream came to its end."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from ..errors import ModelError
@@ -61,6 +62,40 @@ def no_choices(base_url: str, where: dict, kind: str, body: str,
         f"{kind} and no server-sent events" if streamed else f"{kind} and an empty body"
     return ModelError(f"{base_url} returned no choices: it answered {asked} with {what}",
                       **where)
+
+
+ODD_STREAM = (UnicodeDecodeError, json.JSONDecodeError)
+"""What the SDK raises on a stream that is not server-sent JSON: bytes that are not UTF-8 (it
+reads events strictly), a `data:` line that is not JSON. Named, so that on_delta's own errors
+are never read as the stream's."""
+
+
+def as_text(base_url: str, where: dict, holder: Any, streamed: bool = False) -> str | None:
+    """The content of a reply's message or a chunk's delta, which is text or nothing; a
+    number or a list of parts would break the reply built from it, so it is an error of the
+    endpoint that says what came."""
+    content = getattr(holder, "content", None)
+    if content is None or isinstance(content, str):
+        return content
+    shown = json.dumps(content, default=repr)
+    shown = shown[:HEAD_CHARS] + ("..." if len(shown) > HEAD_CHARS else "")
+    asked = "a streamed request" if streamed else "the request"
+    raise ModelError(f"{base_url} returned no text: it answered {asked} with a content of "
+                     f"{type(content).__name__} {shown}", **where)
+
+
+def stream_broke(base_url: str, where: dict, exc: Exception) -> ModelError:
+    """A stream that held something other than chunks: an error event mid-reply (`data:
+    {"error": ...}`, which the SDK raises as a bare APIError), or one of ODD_STREAM; each
+    was `internal error: ...`."""
+    if isinstance(exc, UnicodeDecodeError):
+        return ModelError(f"{base_url} sent a stream that is not UTF-8 text (byte "
+                          f"{exc.start} of a chunk)", **where)
+    if isinstance(exc, ValueError):
+        said = f"a data line that is not JSON ({exc})"
+    else:
+        said = f"an error in place of a chunk: {' '.join(str(exc).split())[:HEAD_CHARS]}"
+    return ModelError(f"{base_url} broke off a streamed reply with {said}", **where)
 
 
 def reported_usage(base_url: str, where: dict, u: Any, **counted: int) -> Usage:

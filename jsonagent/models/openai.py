@@ -8,12 +8,13 @@ from typing import Callable
 
 from ..cancel import watching
 from ..config import REPLY_TOKENS
-from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelError, ModelTimeout,
+from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelTimeout,
                       ModelUnavailable, ResponseFormatRejected, ToolCallsRejected,
                       model_error_for, retry_after_s)
 from ..status import Reason
 from . import Message, ModelReply, Usage
-from .answers import UNENDED, head_of, no_choices, reported_usage, watch_done
+from .answers import (ODD_STREAM, UNENDED, as_text, head_of, no_choices, reported_usage,
+                      stream_broke, watch_done)
 from .refusals import (FORMAT_STATUSES, detail_of, is_openai, refuses_format, refuses_streaming,
                        refuses_tool_calls)
 from .requests_loop import requests_loop, started
@@ -285,8 +286,8 @@ class OpenAIModel:
         if not (isinstance(choices, list) and choices and hasattr(choices[0], "message")):
             raise no_choices(self.base_url, self._where, raw.headers.get("content-type", ""),
                              raw.text)
-        choice = resp.choices[0]
-        return choice.message.content or "", resp.usage, choice.finish_reason
+        text = as_text(self.base_url, self._where, resp.choices[0].message) or ""
+        return text, resp.usage, resp.choices[0].finish_reason
 
     async def _streamed(self, kwargs: dict, on_delta: Callable[[str], None]
                         ) -> tuple[str, object, str | None]:
@@ -313,22 +314,21 @@ class OpenAIModel:
                 chosen = True
                 choice = chunk.choices[0]
                 finish = choice.finish_reason or finish
-                piece = choice.delta.content if choice.delta is not None else None
+                piece = as_text(self.base_url, self._where, choice.delta, streamed=True)
                 if piece is not None:
                     tokens += 1  # a server without usage in streams sends a token a chunk
                 if piece:
                     pieces.append(piece)
                     on_delta(piece)
-        except self._openai.APITimeoutError:
-            raise
-        except UnicodeDecodeError as exc:  # the SDK reads events as UTF-8, strictly
-            raise ModelError(f"{self.base_url} sent a stream that is not UTF-8 text (byte "
-                             f"{exc.start} of a chunk)", **self._where) from None
-        except self._openai.APIConnectionError:
-            if not pieces:
-                raise  # nothing came: the request goes again, as any that failed
+        except self._openai.APIConnectionError as exc:
+            if not pieces or isinstance(exc, self._openai.APITimeoutError):
+                # nothing came, or a timeout (a subclass, and no cut stream: its own handling
+                # streams from now on, or ends on ModelTimeout): as any request that failed
+                raise
             # chunked or sized framing: the body broke off mid-reply, and what came is a head
             finish = finish or UNENDED
+        except (self._openai.APIError, *ODD_STREAM) as exc:  # after its APIConnectionError
+            raise stream_broke(self.base_url, self._where, exc) from None
         finally:
             await stream.close()
         if not chosen:

@@ -95,6 +95,18 @@ def test_nobody_there_is_unknown_and_quick():
     assert found.kind == "unknown" and found.profile is None
 
 
+@pytest.mark.parametrize("answer", [
+    (200, b"\x1f\x8b not gzip", {"content-type": "application/json",
+                                   "content-encoding": "gzip"}),  # httpx.DecodingError
+    (200, b"[" * 200_000 + b"]" * 200_000),  # RecursionError in json.loads
+], ids=["undecodable", "nested-too-deep"])
+def test_an_answer_detection_cannot_read_is_unknown(answer):
+    """Each escaped detect(), and complete() with it, as `internal error: ...`."""
+    with FakeAPI({"/v1/models": lambda req: answer}) as api:
+        found = asyncio.run(detect(api.url + "/v1"))
+    assert found.kind == "unknown" and found.profile is None
+
+
 def chat(req):
     """A whole reply, or the same one as server-sent events when it is streamed."""
     if not req.body.get("stream"):

@@ -166,8 +166,8 @@ async def detect(base_url: str, api_key: str | None = None, timeout: float = TIM
             return await asyncio.wait_for(
                 _detect(lambda path: _get(client, path), base_url.rstrip("/"), root, model),
                 deadline)
-    except httpx.TransportError as exc:  # nobody there (yet): the requests will say so
-        log.debug("no server detected at %s: %s", base_url, exc)
+    except httpx.HTTPError as exc:  # nobody there (yet), or a body not decoded: the requests
+        log.debug("no server detected at %s: %s", base_url, exc)  # will say what is wrong
     except asyncio.TimeoutError:
         log.warning("%s did not say what server it is within %g s; taking it as unknown "
                     "for now", base_url, deadline)
@@ -232,7 +232,7 @@ async def _get(client, url: str) -> Any:
                 return None
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what can be read
         return None
 
 

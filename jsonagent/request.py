@@ -114,6 +114,12 @@ class Requester:
                             self.config.observation_role)
                 continue
             self.memory.calibrate(s, self._wire, reply.usage)
+            if reply.unended and not reply.usage.prompt_tokens:
+                # a cut stream brings no usage, yet its prompt was read: counted as the memory
+                # estimates it, or an endpoint that always cuts would pass every token limit
+                reply.usage = reply.usage.model_copy(update={
+                    "prompt_tokens": self.memory.tokens(s, self._wire),
+                    "counting": reply.usage.counting or "estimate"})
             if self.memory.counting and not reply.usage.counting:  # how the budget was counted
                 reply.usage = reply.usage.model_copy(update={"counting": self.memory.counting})
             reply.usage = self.price.priced(reply.usage)

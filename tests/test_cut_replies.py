@@ -99,6 +99,22 @@ def test_a_stream_closed_mid_argument_is_asked_again_and_never_run(framing):
     assert first.finish_reason is None  # no end came
 
 
+def test_a_cut_stream_counts_its_prompt_against_the_token_limits():
+    """It brings no usage; counted as its reply's chunks alone, an endpoint that always cuts
+    would read every prompt for free (issue 58, from review)."""
+    from jsonagent.config import UsageLimits
+
+    result, paid, _, events = run([broken(CUT, "close")] * 3)
+    cut = [e for e in events if isinstance(e, ev.ModelCall)]
+    assert len(cut) == 3 and all(e.usage.prompt_tokens > 50 for e in cut)
+    assert {e.usage.counting for e in cut} == {"estimate"}
+    assert result.usage.prompt_tokens == sum(e.usage.prompt_tokens for e in cut)
+    most = cut[0].usage.prompt_tokens * 3 // 2  # one request's prompt, not two
+    result, paid, requests, _ = run([broken(CUT, "close")] * 3,
+                                    limits=UsageLimits(input_tokens=most))
+    assert result.status == "limit_reached" and len(requests) == 1 and paid == []
+
+
 @pytest.mark.parametrize("framing", ["chunked", "close"])
 def test_a_stream_closed_after_whole_json_but_before_its_end_is_never_run(framing):
     """The JSON looks whole; the stream's end never came, so the reply may have gone on."""

@@ -120,8 +120,7 @@ class Loop:
         Failed attempts never enter the history. Returns a Parsed or the last ReplyProblem."""
         extra: list[Message] = []
         warned = self._warned_tool()
-        every_try_cut = True
-        """Each reply so far was cut at its token cap before it ended: the cap is the cause."""
+        every_try_cut = True  # each reply so far was cut at its token cap: the cap is why
         for attempt in range(self.config.max_reasks + 1):
             reply = yield from self._numbered(
                 self.requests.ask(self.s, extra, index, attempt, warned))

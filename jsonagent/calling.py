@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from . import events as ev
-from .calls import AGAIN, FAIL, HAPPENED, ONCE, RAN_AGAIN, Call, call_key
+from .calls import (AGAIN, ANSWERED, CALL_FAILED, CUT_SHORT, FAIL, HAPPENED, ONCE, RAN_AGAIN,
+                    RETURNED, Call, call_key)
 from .errors import ToolError, UserError
 from .hooks import ToolCall
 from .notes import note
@@ -53,7 +54,7 @@ class Calling:
         nobody knows whether its effect happened. Never answered by running it again unasked."""
         asked = self.begun.get(call_key(state.run_id, record.index, i))
         if asked is not None:
-            _mark(state, asked.key, asked.tool, "cut_short")
+            _mark(state, asked.key, asked.tool, CUT_SHORT)
         return asked
 
     def invoke(self, state: RunState, record: StepRecord, i: int, call: ToolCall,
@@ -136,7 +137,7 @@ class Calling:
         if self.store is not None:
             self.store.call_ended(key, out, failed)
         if self.begun.pop(key, None) is not None or how is not None:
-            _mark(state, key, record.calls[i].tool, how or ("failed" if failed else "returned"))
+            _mark(state, key, record.calls[i].tool, how or (CALL_FAILED if failed else RETURNED))
 
     def recover(self, state: RunState, record: StepRecord, i: int, recorded: Call,
                 answer: str | None = None, reason: str | None = None) -> tuple[Any, bool, str]:
@@ -148,12 +149,12 @@ class Calling:
         call = record.calls[i]
         call.tool, call.args = recorded.tool, recorded.args  # the key stays with them
         if recorded.ended:
-            if recorded.effects == ONCE:
+            if recorded.effects == ONCE:  # a person's answer, recorded as its result, stays
                 _mark(state, recorded.key, recorded.tool,
-                      "failed" if recorded.error else "returned")
+                      CALL_FAILED if recorded.error else RETURNED, keep=ANSWERED)
             return recorded.result, recorded.error, "result_used"
         if recorded.effects == ONCE and answer not in (HAPPENED, AGAIN, FAIL):
-            _mark(state, recorded.key, recorded.tool, "cut_short")
+            _mark(state, recorded.key, recorded.tool, CUT_SHORT)
             return Pending(kind="once", tool=recorded.tool, args=recorded.args,
                            key=recorded.key), False, "asked"
         why = f" ({reason})" if reason else ""
@@ -167,11 +168,14 @@ class Calling:
         return out, failed, answer
 
 
-def _mark(state: RunState, key: str, tool: str | None, how: str | None) -> None:
-    """How the `once` call `key` ended, in the run's record (`RunState.once`)."""
+def _mark(state: RunState, key: str, tool: str | None, how: str | None,
+          keep: tuple[str | None, ...] = ()) -> None:
+    """How the `once` call `key` ended, in the run's record (`RunState.once`), unless the
+    record says already one of the endings `keep`."""
     for entry in state.once:
         if entry.key == key:
-            entry.ended = how
+            if entry.ended not in keep:
+                entry.ended = how
             return
     state.once.append(OnceCall(key=key, tool=tool or "", ended=how))
 

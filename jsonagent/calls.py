@@ -44,6 +44,18 @@ ONCE_ANSWERS = {HAPPENED: ("happened", "it happened"),
                 AGAIN: ("again", "run it again", "run again"),
                 FAIL: ("fail", "fail the step")}
 
+# How a `once` call that began ended, in the run's record (`state.OnceCall.ended`), besides
+# a person's answer (HAPPENED or FAIL; AGAIN runs it, which then ends one of these ways).
+RETURNED, CALL_FAILED, CUT_SHORT = "returned", "failed", "cut_short"
+"""Its result was recorded (it returned, or it failed); or the run stopped before it, and a
+person is asked what became of it."""
+UNDECIDED = (None, CUT_SHORT)
+"""How a call ended when nobody knows whether its effect happened: running (or its process
+died), or cut short with its question unanswered."""
+ANSWERED = (HAPPENED, FAIL)
+"""A person's word on it, which a result recorded later (a takeover reading the log) does
+not replace."""
+
 
 def call_key(run_id: str, step: int, index: int = 0) -> str:
     """The one key of a tool call: `RUN.STEP.INDEX`. Readable in a log or a payment

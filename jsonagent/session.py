@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from . import events as ev
 from . import tracing
 from .bridge import bridge, drain
-from .calls import call_key, once_answer
+from .calls import UNDECIDED, call_key, once_answer
 from .cancel import CancelToken, on_caller
 from .ctrlc import ctrl_c_held, ctrl_c_watched
 from .journal import Journal
@@ -314,7 +314,7 @@ def _closed(last: RunState) -> list[Message]:
         # a `once` call with no result (its question abandoned, its run cancelled as it
         # waited): told only that it was cut short, the model would make it again under a
         # new key
-        unknown = {o.key for o in last.once if o.ended in (None, "cut_short")}
+        unknown = {o.key for o in last.once if o.ended in UNDECIDED}
         index = last.steps[-1].index if last.steps else 0
         for i, call in enumerate(step.get("calls") or [step]):
             key = call_key(last.run_id, index, i)

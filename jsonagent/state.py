@@ -199,9 +199,10 @@ class OnceCall(BaseModel):
     key: str
     tool: str
     ended: str | None = None
-    """`returned` or `failed` (the tool's result, recorded); `cut_short` (the run stopped
-    before its result: a person is asked what became of it); a person's answer, `happened`
-    or `fail` (`again` runs it again); None while it runs, or when its process died."""
+    """One of calls.py's endings: RETURNED or CALL_FAILED (the tool's result, recorded);
+    CUT_SHORT (the run stopped before its result: a person is asked what became of it); a
+    person's answer, HAPPENED or FAIL (AGAIN runs it again); None while it runs, or when its
+    process died."""
 
 
 class RunState(BaseModel):

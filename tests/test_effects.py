@@ -475,3 +475,18 @@ def test_a_sub_agents_once_calls_are_in_its_parents_record(tmp_path):
     assert failed.status == "failed" and "ran out of replies" in failed.error
     assert [(o.key, o.tool, o.ended) for o in failed.once] == [(key, "pay", "returned")]
     assert open_store(tmp_path / "r.db").load_run(failed.run_id).state.once == failed.once
+
+
+def test_a_persons_answer_about_a_once_call_outlives_a_later_takeover(tmp_path):
+    """Answered "happened", then the run's process died before the step closed: taken over,
+    the call's recorded result is used, and the record still says a person answered for it,
+    not that the tool returned (issue 58, finding 3, from review)."""
+    agent, run, paid = _paid_then_cut_short(tmp_path, ended=False)
+    key = call_key(run, 1)
+    assert agent.resume(run).status == "needs_human"
+    answered = agent.resume(run, answer="happened")
+    assert [(o.key, o.ended) for o in answered.once] == [(key, "happened")]
+    _crash_during(tmp_path / "runs.db", run, 1, ended=True)
+    taken = agent.resume(run)
+    assert taken.status == "completed" and paid == []
+    assert [(o.key, o.ended) for o in taken.once] == [(key, "happened")]

@@ -17,7 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..calls import ONCE
+from ..calls import CALL_FAILED, ONCE, RETURNED
 from ..errors import BatchError, RunError, UserError
 from ..status import COMPLETED, FAILED, INTERRUPTED, NEEDS_HUMAN, Reason
 from .files import Task, TaskResult, transcript_path
@@ -173,7 +173,7 @@ def _once_calls(run_id: str, where: str) -> list[dict] | None:
     except Exception:
         return None
     return [{"key": c.key, "tool": c.tool,
-             "ended": ("failed" if c.error else "returned") if c.ended else None}
+             "ended": (CALL_FAILED if c.error else RETURNED) if c.ended else None}
             for c in calls if c.effects == ONCE]
 
 

@@ -158,9 +158,10 @@ def _whole(text: str, data: Any, strict: Any, repairs: list[str],
 
 def _whole_action(reading: dialects.Reading) -> bool:
     """Whether a text reply cut at its cap is whole: only an action whose input is a JSON
-    object as written shows where it ends; a bare input or a final answer may stop anywhere."""
+    object as written shows where it ends; a bare input or a final answer may stop anywhere,
+    and actions after it mean the reply went on past it."""
     act = reading.action
-    if act is None or act.final:
+    if act is None or act.final or reading.ignored:
         return False
     try:
         return isinstance(json.loads(act.input or ""), dict)

@@ -147,7 +147,8 @@ REACT_PAY = 'Thought: pay it\nAction: pay\nAction Input: {"amount": "1000000"}'
 
 @pytest.mark.parametrize("first,deltas", [
     (at_cap(REACT_CUT), False), (broken(REACT_CUT, "close"), True),
-    (at_cap('Thought: pay it\nAction: pay\nAction Input: 10'), False)])
+    (at_cap('Thought: pay it\nAction: pay\nAction Input: 10'), False),
+    (at_cap('Thought: pay it\nAction: pay\nAction Input: {"amount": "5"}\n' + REACT_CUT), False)])
 def test_a_cut_react_reply_is_asked_again_and_never_run(first, deltas):
     result, paid, requests, events = run([first, REACT_PAY, "Final Answer: paid"],
                                          deltas=deltas, prompt_style="react")

@@ -166,6 +166,44 @@ def test_an_endpoint_that_trickles_its_reply_ends_the_run_on_the_requests_deadli
     assert len(api.requests) == 1
 
 
+def test_a_trickling_endpoint_holds_a_run_with_the_default_retries_one_deadline():
+    """Past its deadline a request is not tried again on the same model, as a read that
+    timed out is (issue 58, finding 11, from review): with `retries` 3, a slow drip held
+    one step four deadlines and their backoffs, 20 minutes at 300 s."""
+    import time
+
+    with FakeAPI({"/v1/chat/completions": lambda req: answer(req, every=0.3)}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", detect=False, deadline=1.5)
+        started = time.monotonic()
+        result = Agent(model=m).run("hi")  # the default RetryConfig
+        took = time.monotonic() - started
+    assert result.status == "failed" and result.error_kind == "timeout"
+    assert "within 1.5 s (the request's deadline)" in result.error
+    assert len(api.requests) == 1 and 1.5 <= took < 3, took
+
+
+def test_a_whole_reply_asked_again_streamed_keeps_the_requests_deadline():
+    """A whole reply silent past the read timeout is asked for again streamed; that second
+    request has what is left of the first's deadline, not a deadline of its own."""
+    import time
+
+    def slow_whole(req):
+        if not req.body.get("stream"):
+            time.sleep(3)  # past the read timeout, and silent
+        return answer(req, every=0.3)
+
+    with FakeAPI({"/v1/chat/completions": slow_whole}) as api:
+        m = OpenAIModel("m", base_url=api.url + "/v1", api_key="k", detect=False,
+                        deadline=2.5, timeout=1.5, max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(ModelTimeout, match="no whole reply within 2.5 s") as caught:
+            m.complete([{"role": "user", "content": "hi"}], None)  # no on_delta: whole
+        took = time.monotonic() - started
+    assert caught.value.past_deadline  # so a fallback does not ask this model again
+    assert [bool(r.body.get("stream")) for r in api.requests] == [False, True]
+    assert 2.5 <= took < 3.7, took  # a deadline of its own: 1.5 + 2.5 s
+
+
 def test_a_whole_reply_that_trickles_ends_on_the_deadline_too():
     import time
 

@@ -13,6 +13,8 @@ What becomes of a failure:
 - rate limited, unavailable, timed out: the same model again after a backoff (exponential,
   with jitter; the endpoint's Retry-After instead when a 429 or 503 gives one; both capped),
   up to `retries` times a request and `budget` times a run; then the next model;
+- past the request's whole deadline (a slow drip, `ModelTimeout.past_deadline`): the next
+  model at once, as another try would hold the run as long again;
 - context window: raised as it is once, so that the memory summarises and the request is
   sent again (request.py); the second time, the next model;
 - content filter, authentication, a spent quota: the next model at once (waiting won't help);
@@ -120,6 +122,8 @@ class FallbackModel:
         except (ResponseFormatRejected, ToolCallsRejected):
             raise  # the request steps down, on this same model (request.py)
         except TRANSIENT as exc:
+            if getattr(exc, "past_deadline", False):  # a slow drip: another try drips as long
+                raise self._next(route, exc, "past the request's deadline") from None
             if route.tries < self.retry.retries and route.budget > 0:
                 route.tries += 1
                 route.budget -= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Callable
 
 from ..cancel import watching
@@ -123,11 +124,11 @@ class OpenAIModel:
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None,
                  on_delta: Callable[[str], None] | None = None,
-                 parallel_tool_calls: bool = False) -> ModelReply:
+                 parallel_tool_calls: bool = False, _ends: float | None = None) -> ModelReply:
         """`parallel_tool_calls`: a reply may hold several calls (sent until refused)."""
         def again() -> ModelReply:
             return self.complete(messages, response_format, stop=stop, on_delta=on_delta,
-                                 parallel_tool_calls=parallel_tool_calls)
+                                 parallel_tool_calls=parallel_tool_calls, _ends=ends)
 
         self._detected()
         if self.tool_results_alone:  # the step's JSON already holds the call
@@ -145,9 +146,13 @@ class OpenAIModel:
         if parallel_tool_calls and self._parallel:
             kwargs["parallel_tool_calls"] = True
         streamed = self._streams and (on_delta is not None or self._slow_whole)
+        # one deadline for the request, however often it is asked again below (streamed, or
+        # without what the endpoint refused), and after what the server is was asked (its
+        # own bound): a slow endpoint is not given a new deadline each time
+        ends = time.monotonic() + self.deadline if _ends is None else _ends
         try:
             text, u, finish = self._request(self._streamed(kwargs, on_delta or _ignore)
-                                            if streamed else self._whole(kwargs))
+                                            if streamed else self._whole(kwargs), ends)
         except self._openai.APIStatusError as exc:
             detail = detail_of(exc)
             if streamed and refuses_streaming(exc.status_code, detail):
@@ -354,17 +359,19 @@ class OpenAIModel:
         return reported_usage(self.base_url, self._where, getattr(probe, "usage", None),
                               completion_tokens=tokens)
 
-    def _request(self, coroutine):
+    def _request(self, coroutine, ends: float):
         import asyncio
         import concurrent.futures
 
         async def bounded():
             try:
-                return await asyncio.wait_for(coroutine, self.deadline)
+                return await asyncio.wait_for(coroutine, max(0.0, ends - time.monotonic()))
             except asyncio.TimeoutError:  # the SDK's own timeouts are APITimeoutError
-                raise ModelTimeout(f"{self.base_url} sent no whole reply within "
+                exc = ModelTimeout(f"{self.base_url} sent no whole reply within "
                                    f"{self.deadline:g} s (the request's deadline)",
-                                   **self._where) from None
+                                   **self._where)
+                exc.past_deadline = True  # asked again, it would hold the run as long again
+                raise exc from None
 
         future = asyncio.run_coroutine_threadsafe(bounded(), requests_loop())
         with watching(future.cancel):

@@ -419,6 +419,17 @@ def test_a_worker_killed_in_a_once_call_is_not_run_again_by_retry_failed(tmp_pat
     assert_no_children()
 
 
+def test_retry_failed_says_why_it_leaves_a_task_whose_worker_died_unread(capsys):
+    """With no store to read, the line's `once` call is unknown: said so, not as 'key None'."""
+    from jsonagent.batch.dispatch import UNKNOWN_ONCE
+    from jsonagent.cli.batch import say_repeats
+
+    say_repeats("--retry-failed", True, False, {"bill": [UNKNOWN_ONCE]})
+    said = capsys.readouterr().err
+    assert "bill is not run again: before its error it called a once tool perhaps (its " \
+           "worker died where the run's calls cannot be read)" in said and "None" not in said
+
+
 def test_a_broken_agent_factory_is_one_error_before_any_task(tmp_path):
     tasks = write_tasks(tmp_path / "t.jsonl", [{"id": "a", "input": "x"}])
     proc = cli("batch", tasks, "--out", tmp_path / "o.jsonl", "-m", "scripted:/nope.json")

@@ -127,6 +127,23 @@ class TaskCheck(Evaluator):
         return passed, "" if passed else _why(result.status, result.error, held, answer, task)
 
 
+@dataclass
+class FirstTry(Evaluator):
+    """Whether every reply of the run held on its first try (1) or not (0), with the counts
+    as its reason: replies that broke, and those written without a costly grammar that were
+    asked for again under it. Its threshold of 0 leaves the verdict to the task's check."""
+
+    kind: ClassVar[str] = "first_try"
+    threshold: float = 0.0
+
+    def check(self, case, outcome):
+        stats = outcome.result.stats
+        broke = stats.invalid_replies + stats.grammar_reasks
+        return float(broke == 0), (f"{stats.model_calls} replies, {stats.invalid_replies} "
+                                   f"invalid, {stats.grammar_reasks} asked again under the "
+                                   "grammar")
+
+
 def _why(status: str, error: str | None, held: bool, answer: str, task) -> str:
     return (f"{status}: {error}" if status != "completed" else "what must hold did not"
             if not held else f"answer {answer[:160]!r}, expected {task.expected!r}")
@@ -135,7 +152,7 @@ def _why(status: str, error: str | None, held: bool, answer: str, task) -> str:
 def dataset(kinds: set[str] | None, ids: list[str] | None) -> Dataset:
     tasks = [t for t in TASKS if (not kinds or t.kind in kinds) and (not ids or t.id in ids)]
     return Dataset(cases=[Case(input=t.question, name=t.id, tags=[t.kind]) for t in tasks],
-                   evaluators=[TaskCheck()])
+                   evaluators=[TaskCheck(), FirstTry()])
 
 
 @functools.cache

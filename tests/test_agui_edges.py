@@ -236,3 +236,36 @@ def test_a_reasked_reply_is_a_call_of_its_own_with_only_its_own_arguments():
     later = Translator("run_1", "TaskCompleteTool")
     late = [e for s in stored for e in later.event(s)]
     assert {i for _, i in kinds(late)} == {real}
+
+
+def test_a_reply_restarted_by_a_model_retry_is_a_call_of_its_own():
+    """A request that failed after part of its reply was shown live is sent again from the
+    reply's start (`restart`): the call shown is void, and the one written again has another
+    id, though its attempt is the same; a reader from the stored events only, whose seed read
+    some of them already, names it the same."""
+    from jsonagent.events import ArgsDelta, ToolNameKnown
+    from jsonagent.server.agui_events import Translator, attempts
+
+    t = Translator("run_1", "TaskCompleteTool")
+    retry = {"type": "model_retry", "run_id": "run_1", "step": 1, "attempt": 0, "seq": 3,
+             "restart": True, "said": "overloaded, retrying in 1 s"}
+    stored = [retry, {"type": "step", "run_id": "run_1", "step": 1, "thought": "",
+                      "tool": "Notes", "args": {"text": "hi"}, "seq": 4},
+              {"type": "tool_result", "run_id": "run_1", "step": 1, "tool": "Notes",
+               "observation": "noted", "call": 0, "seq": 5}]
+    out = t.delta(ToolNameKnown(run_id="run_1", step=1, name="Notes"))
+    out += t.delta(ArgsDelta(run_id="run_1", step=1, text='{"te'))
+    out += t.event(retry)
+    out += t.delta(ToolNameKnown(run_id="run_1", step=1, name="Notes"))
+    out += t.delta(ArgsDelta(run_id="run_1", step=1, text='{"text": "hi"}'))
+    for e in stored[1:]:
+        out += t.event(e)
+    calls = [(e.type.value, e.tool_call_id) for e in out if hasattr(e, "tool_call_id")]
+    void, real = "run_1.1.0", "run_1.1.0s1"
+    assert calls == [("TOOL_CALL_START", void), ("TOOL_CALL_ARGS", void),
+                     ("TOOL_CALL_END", void), ("TOOL_CALL_RESULT", void),
+                     ("TOOL_CALL_START", real), ("TOOL_CALL_ARGS", real),
+                     ("TOOL_CALL_END", real), ("TOOL_CALL_RESULT", real)]
+    later = Translator("run_1", "TaskCompleteTool", attempts(stored))
+    late = [e for s in stored for e in later.event(s)]
+    assert {e.tool_call_id for e in late if hasattr(e, "tool_call_id")} == {real}

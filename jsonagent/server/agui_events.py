@@ -16,8 +16,9 @@ its steps marked with its run id.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ag_ui.core import (BaseEvent, ReasoningEndEvent, ReasoningMessageContentEvent,
                         ReasoningMessageEndEvent, ReasoningMessageStartEvent, ReasoningStartEvent,
@@ -31,35 +32,58 @@ from ..events import ArgsDelta, Delta, ThoughtDelta, ToolNameKnown
 from ..status import COMPLETED, NEEDS_HUMAN
 
 
-def call_id(run_id: str, step: int, index: int = 0, attempt: int = 0) -> str:
+def call_id(run_id: str, step: int, index: int = 0, attempt: int = 0, restarts: int = 0) -> str:
     """One id per tool call: its key (the run, the step, the call's index in the step,
-    calls.py), and the attempt at the step's reply when a re-ask wrote it again, so that a
+    calls.py), the attempt at the step's reply when a re-ask wrote it again, and the requests
+    sent again from the reply's start (a model retry or fallback that restarts it), so that a
     void call and the one written after it are two calls to the client (one id, and the
     client would append the new arguments to the void ones). The same call has the same id
     in every stream, on every node."""
     key = call_key(run_id, step, index)
-    return key if not attempt else f"{key}.r{attempt}"
+    key = key if not attempt else f"{key}.r{attempt}"
+    return key if not restarts else f"{key}s{restarts}"
 
 
 def shown(store: Any, key: str, read: dict[str, dict] | None = None) -> str:
-    """The id the client was shown for the call of `key`: with its step's attempt, from its
-    run's stored events. `read`: the attempts of each run read so far (a pending of many
-    items reads its run once)."""
+    """The id the client was shown for the call of `key`: with its step's attempt and
+    restarts, from its run's stored events. `read`: what was read of each run so far (a
+    pending of many items reads its run once)."""
     run_id, step, index = key.rsplit(".", 2)
     read = {} if read is None else read
     if run_id not in read:
         read[run_id] = attempts(store.events(run_id))
-    return call_id(run_id, int(step), int(index), read[run_id].get((run_id, int(step)), 0))
+    seen = read[run_id].get((run_id, int(step)), Seen())
+    return call_id(run_id, int(step), int(index), seen.attempt, seen.restarts)
 
 
-def attempts(events: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
-    """Each step's latest attempt at its reply, by (run, step), from a run's stored events:
+class Seen(NamedTuple):
+    """How often a step's reply was written again: its attempt (re-asks), and the requests
+    that restarted it (`restart`: what was shown of it is void), the last at event `last`."""
+
+    attempt: int = 0
+    restarts: int = 0
+    last: int = -1
+
+
+def seen_in(seen: Seen, e: dict[str, Any]) -> Seen | None:
+    """`seen` after stored event `e`, or None when `e` changes nothing (or was counted
+    already: a stream seeded from the stored events reads some of them again)."""
+    if e["type"] == "reask" and e["attempt"] > seen.attempt:
+        return seen._replace(attempt=e["attempt"])
+    if e["type"] in ("model_retry", "model_fallback") and e.get("restart") \
+            and e.get("seq", math.inf) > seen.last:
+        return seen._replace(restarts=seen.restarts + 1, last=e.get("seq", seen.last))
+    return None
+
+
+def attempts(events: list[dict[str, Any]]) -> dict[tuple[str, int], Seen]:
+    """Each step's latest attempt and restarts, by (run, step), from a run's stored events:
     what a stream that starts after them needs to name the step's calls."""
-    out: dict[tuple[str, int], int] = {}
+    out: dict[tuple[str, int], Seen] = {}
     for e in events:
-        if e["type"] == "reask":
+        if e["type"] in ("reask", "model_retry", "model_fallback"):
             key = (e["run_id"], e["step"])
-            out[key] = max(out.get(key, 0), e["attempt"])
+            out[key] = seen_in(out.get(key, Seen()), e) or out.get(key, Seen())
     return out
 
 
@@ -92,12 +116,12 @@ class Lane:
 
 class Translator:
     def __init__(self, run_id: str, final_tool: str,
-                 seen: dict[tuple[str, int], int] | None = None):
+                 seen: dict[tuple[str, int], Seen] | None = None):
         self.run_id, self.final_tool = run_id, final_tool.lower()
         self.lanes: dict[str, Lane] = {}
         self.attempts = dict(seen or {})
-        """Each step's attempt being shown, by (run, step) (`attempts`): a delta of a later
-        one voids what was shown before it, as the re-ask it follows will say."""
+        """Each step's attempt and restarts being shown, by (run, step) (`attempts`): a delta
+        of a later attempt voids what was shown before it, as the re-ask it follows will say."""
         self._thoughts = 0
         """Thoughts shown: each reasoning message has its own id, a re-asked step's too."""
 
@@ -107,10 +131,11 @@ class Translator:
         lane, out = self._lane(d.run_id, None)
         if d.step <= lane.stored:
             return out
-        if d.attempt > self.attempts.get((d.run_id, d.step), 0):
+        seen = self.attempts.get((d.run_id, d.step), Seen())
+        if d.attempt > seen.attempt:
             # a re-ask writes the reply again; its stored event may come later than this
             out += self._void(lane, {"problem": "re-asked"})
-            self.attempts[(d.run_id, d.step)] = d.attempt
+            self.attempts[(d.run_id, d.step)] = seen._replace(attempt=d.attempt)
         if isinstance(d, ThoughtDelta):
             if d.text and lane.call is None:
                 out += self._open_step(lane, d.step) + self._open_thought(lane, d.run_id, d.step)
@@ -133,12 +158,12 @@ class Translator:
         kind = e["type"]
         if kind == "step":
             out += self._step(lane, e)
-        elif kind == "reask":
-            if e["attempt"] > self.attempts.get((e["run_id"], e["step"]), 0):  # not yet voided
+        elif kind in ("reask", "model_retry", "model_fallback"):
+            key = (e["run_id"], e["step"])
+            seen = seen_in(self.attempts.get(key, Seen()), e)
+            if seen is not None:  # not yet voided: the calls written next have new ids
                 out += self._void(lane, e)
-                self.attempts[(e["run_id"], e["step"])] = e["attempt"]
-        elif kind in ("model_retry", "model_fallback") and e.get("restart"):
-            out += self._void(lane, e)
+                self.attempts[key] = seen
         elif kind == "tool_result":
             out += self._result(lane, e)
         elif kind == "run_end" and lane.sub is not None:
@@ -263,7 +288,8 @@ class Translator:
         return lane, [started]
 
     def _id(self, run_id: str, index: int, n: int = 0) -> str:
-        return call_id(run_id, index, n, self.attempts.get((run_id, index), 0))
+        seen = self.attempts.get((run_id, index), Seen())
+        return call_id(run_id, index, n, seen.attempt, seen.restarts)
 
     def _mark(self, lane: Lane) -> dict[str, Any]:
         return {"subagent_run_id": lane.sub} if lane.sub else {}

@@ -330,6 +330,42 @@ def test_a_step_of_many_calls_writes_the_state_a_few_times_not_twice_a_call(tmp_
     assert all(c.done for c in stored.steps[0].calls)
 
 
+
+def test_a_step_of_many_calls_writes_the_state_a_few_times_on_postgresql_too(pg_url,
+                                                                            monkeypatch):
+    """As on SQLite: PostgreSQL writes the state at only some of a step's results, while
+    every result still checks the claim (a node that lost the run never writes to it)."""
+    from jsonagent.store.postgres import PostgresStore
+
+    writes, checks = [], []
+    real = PostgresStore._checkpoint
+
+    def counted(self, db, state, only_check=False):
+        (checks if only_check else writes).append(state.seq)
+        return real(self, db, state, only_check)
+
+    monkeypatch.setattr(PostgresStore, "_checkpoint", counted)
+
+    @tool
+    def echo(n: int) -> int:
+        """Echoes."""
+        return n
+
+    n = 100
+    many = {"thought": "many", "calls": [{"tool_name": "echo", "args_list": {"n": i}}
+                                         for i in range(n)]}
+    store = open_store(pg_url)
+    try:
+        result = Agent(model=ScriptedModel([many, DONE]), tools=[echo], store=store,
+                       config=AgentConfig(parallel_calls=n)).run("go")
+        assert result.status == "completed"
+        assert len(writes) < n / 4, len(writes)  # was n + 3
+        assert len(writes) + len(checks) > 2 * n  # each event checks the claim
+        assert [c.result for c in store.calls(result.run_id)] == list(range(n))
+        assert all(c.done for c in store.load_run(result.run_id).state.steps[0].calls)
+    finally:
+        store.close()
+
 def test_each_call_has_its_own_execute_tool_span_under_the_run():
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry.sdk.metrics import MeterProvider

@@ -27,7 +27,7 @@ from .call_log import CallLog
 from .news import News, Told
 from .pg_link import CHANNEL, NOW, Link, Listener
 from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner_json, run_info,
-                   session_info, waiting_message)
+                   session_info, Throttle, waiting_message)
 
 TAKEOVER_AFTER = 15.0
 """Seconds within which a run whose node died is taken over by another node."""
@@ -50,6 +50,7 @@ class PostgresStore(CallLog, Told):
         self._listener: Listener | None = None
         self.news = News(on_first=self._hear_others)
         self._driven = Driven(self._beat, beat, "jsonagent-store-beat")
+        self._throttle = Throttle()
 
     def _stale(self, table: str = "") -> str:
         """SQL true for a running run whose driver stopped beating."""
@@ -237,12 +238,13 @@ class PostgresStore(CallLog, Told):
     # -- driving --------------------------------------------------------------------------------
 
     def record(self, event: Any, state: RunState) -> None:
-        """Every event is written at once (any node streams it); at a checkpoint, with the
-        state. Writing checks this process's claim: a run taken over raises Conflict here."""
+        """Every event is written at once (any node streams it); the state at a checkpoint,
+        but some mid-step results only (rows.Throttle); each write checks this process's
+        claim: a run taken over raises Conflict here."""
         row = (event.run_id, event.seq, event.type, event.t, event.to_json())
 
         def work(db: Any) -> None:
-            self._checkpoint(db, state, only_check=event.type not in CHECKPOINTS)
+            self._throttle.write(event, state, lambda check: self._checkpoint(db, state, check))
             db.execute("INSERT INTO events VALUES (%s, %s, %s, %s, %s) "
                        "ON CONFLICT (run_id, seq) DO NOTHING", row)  # a retried write
             self._notify(db, f"e:{event.run_id}")
@@ -325,10 +327,8 @@ class PostgresStore(CallLog, Told):
         """News from any node: `e:RUN` new events, `q:` work queued, `c:RUN` a cancel asked;
         None after a reconnect, when news may have been missed."""
         kind, _, run_id = (payload or "").partition(":")
-        if kind == "c":
-            if run_id in self._claims:
-                self._driven.poke()
-            return
+        if kind == "c" and run_id in self._claims:
+            self._driven.poke()
         if kind in ("q", ""):
             self.news.queued()
         if kind in ("e", ""):
@@ -377,12 +377,10 @@ class PostgresStore(CallLog, Told):
 
     def events(self, run_id: str | None = None, session_id: str | None = None,
                after: int = 0) -> list[dict[str, Any]]:
-        if run_id is not None:
-            sql, args = "SELECT data FROM events WHERE run_id = %s AND seq > %s ORDER BY seq", \
-                (run_id, after)
-        else:
-            sql, args = ("SELECT e.data FROM events e JOIN runs r ON r.id = e.run_id WHERE "
-                         "r.session_id = %s ORDER BY r.created_at, r.n, e.seq", (session_id,))
+        sql, args = ("SELECT data FROM events WHERE run_id = %s AND seq > %s ORDER BY seq",
+                     (run_id, after)) if run_id is not None else (
+            "SELECT e.data FROM events e JOIN runs r ON r.id = e.run_id WHERE "
+            "r.session_id = %s ORDER BY r.created_at, r.n, e.seq", (session_id,))
         rows = self.link.call(lambda db: db.execute(sql, args).fetchall())
         return [json.loads(r["data"]) for r in rows]
 

@@ -4,7 +4,8 @@ build from a run's row, so that SQLite and PostgreSQL say the same things."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import time
+from typing import Any, Callable
 
 from ..calls import Call
 from ..state import RunState
@@ -31,6 +32,36 @@ def mid_step(event: Any, state: RunState) -> bool:
     step = state.steps[-1]
     # from the last call: results come mostly in the order the calls started
     return step.index == event.step and not all(c.done for c in reversed(step.calls))
+
+
+
+class Throttle:
+    """Which mid-step results (`mid_step`) a store writes the state at: the first, then one
+    once ten times the last write's cost has passed, so writing the state takes a tenth of
+    the step at most."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, float]] = {}  # run id -> (written at, cost)
+
+    def skip(self, event: Any, state: RunState) -> bool:
+        last = self._last.get(event.run_id)
+        return mid_step(event, state) and last is not None and \
+            time.perf_counter() - last[0] < 10 * last[1]
+
+    def wrote(self, event: Any, state: RunState, since: float) -> None:
+        """A write of the state for `event` that began at `since` (perf_counter) ended."""
+        if mid_step(event, state):
+            self._last[event.run_id] = (time.perf_counter(), time.perf_counter() - since)
+        else:
+            self._last.pop(event.run_id, None)
+
+    def write(self, event: Any, state: RunState, write: Callable[[bool], None]) -> None:
+        """`write(only_check)`: the state at a checkpoint not skipped, else the claim only."""
+        check = event.type not in CHECKPOINTS or self.skip(event, state)
+        since = time.perf_counter()
+        write(check)
+        if not check:
+            self.wrote(event, state, since)
 
 
 CALL_COLUMNS = "key, run_id, step, idx, tool, args, effects, started_at, ended_at, result, error"

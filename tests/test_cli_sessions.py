@@ -181,6 +181,17 @@ def test_two_processes_on_one_session_one_is_told_it_is_busy(tmp_path):
     assert cli("run", "z", "--model", script(tmp_path, DONE), "--session", "shared").returncode == 0
 
 
+
+def test_a_call_shown_by_sessions_show_has_its_escapes_as_text(tmp_path):
+    """The model's arguments are printed as text too: JSON escapes the C0 controls, not a
+    C1 one (\\x9b, a CSI on some terminals) nor a bidi override."""
+    ask = step("AskHumanHelpTool", {"question": "city\x9b2J\u202eexe?"}, "ask")
+    assert cli("run", "x", "--session", "c1", "--no-input",
+               "--model", script(tmp_path, ask)).returncode == 4
+    shown = cli("sessions", "show", "c1").stdout
+    assert "city\\x9b2J\\u202eexe?" in shown, shown
+    assert not any(c in shown for c in "\x9b\u202e"), repr(shown)
+
 def test_no_store_leaves_no_database(tmp_path):
     proc = cli("run", "x", "--no-store", "--model", script(tmp_path, DONE))
     assert proc.returncode == 0

@@ -93,8 +93,8 @@ def _show_run(store, r, pad: str) -> None:
     typer.echo(f"{pad}  {'task' if pad else 'you'}: {printable(r.question, lines=True)}")
     for step in st.steps:
         for call in step.calls:
-            typer.echo(f"{pad}  {step.index}. {call.tool} "
-                       f"{json.dumps(call.args, ensure_ascii=False)[:100]}")
+            typer.echo(f"{pad}  {step.index}. {printable(call.tool)} "  # the model's words
+                       f"{printable(json.dumps(call.args, ensure_ascii=False)[:100])}")
     if r.status == COMPLETED:
         answer = st.answer if isinstance(st.answer, str) else json.dumps(st.answer)
         typer.echo(f"{pad}  answer: {printable(answer, lines=True)}")

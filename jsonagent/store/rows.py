@@ -4,6 +4,7 @@ build from a run's row, so that SQLite and PostgreSQL say the same things."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Callable
 
@@ -35,6 +36,10 @@ def mid_step(event: Any, state: RunState) -> bool:
 
 
 
+LATER_S = 0.5
+"""A result a store held back (Throttle) is written within this, for whoever follows."""
+
+
 class Throttle:
     """Which mid-step results (`mid_step`) a store writes the state at: the first, then one
     once ten times the last write's cost has passed, so writing the state takes a tenth of
@@ -42,6 +47,19 @@ class Throttle:
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[float, float]] = {}  # run id -> (written at, cost)
+        self._timers: dict[str, threading.Timer] = {}
+
+    def later(self, run_id: str, flush: Callable[[], None]) -> None:
+        """`flush()` once within LATER_S: a result held back reaches followers (SSE, AG-UI)
+        soon, however long the calls beside it run."""
+        if run_id not in self._timers:
+            timer = self._timers[run_id] = threading.Timer(LATER_S, self._fire, (run_id, flush))
+            timer.daemon = True
+            timer.start()
+
+    def _fire(self, run_id: str, flush: Callable[[], None]) -> None:
+        self._timers.pop(run_id, None)
+        flush()
 
     def skip(self, event: Any, state: RunState) -> bool:
         last = self._last.get(event.run_id)

@@ -20,8 +20,8 @@ from .driven import Driven
 from .call_log import CallLog
 from .news import News, Told
 from .migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, mid_step, owner,
-                   owner_json, run_info, session_info, waiting_message)
+from .rows import (CHECKPOINTS, SUB_SESSIONS_HIDDEN, claimed, ended, owner,
+                   owner_json, run_info, session_info, Throttle, waiting_message)
 
 CANCEL_LOOK_S = 0.5
 """How often a process looks for cancels asked of the runs it drives by other processes."""
@@ -45,8 +45,7 @@ class SQLiteStore(CallLog, Told):
         self._migrate(tables)
         self.me = Owner.me()
         self._pending: dict[str, list[tuple]] = {}  # each run's events since its checkpoint
-        self._mid: dict[str, tuple[float, float]] = {}
-        """Each run's last checkpoint at a result mid-step: when, and what it cost."""
+        self._throttle = Throttle()
         self.news = News()  # told of this object's own writes; others' are seen by looking
         self._driven = Driven(self._cancels_asked, CANCEL_LOOK_S, "jsonagent-store-cancels")
 
@@ -114,8 +113,7 @@ class SQLiteStore(CallLog, Told):
         return self._sessions(SUB_SESSIONS_HIDDEN)
 
     def _sessions(self, where: str = "", args: tuple = ()) -> list[SessionInfo]:
-        """Sessions with their run count and last run, from the indexed columns alone (no
-        run's state is parsed)."""
+        """Sessions with their run count and last run, from the indexed columns alone."""
         rows = self._read(f"""
             SELECT s.id, s.name, s.created_at, s.updated_at,
                    (SELECT COUNT(*) FROM runs WHERE session_id = s.id) AS runs,
@@ -269,19 +267,23 @@ class SQLiteStore(CallLog, Told):
             self._pending.setdefault(event.run_id, []).append(row)
             if event.type not in CHECKPOINTS:
                 return
-            # mid-step, the first result checkpoints, a later one once ten times the last
-            # one's cost has passed: writing the state takes a tenth of the step at most
-            mid, last = mid_step(event, state), self._mid.get(event.run_id)
-            if mid and last is not None and time.perf_counter() - last[0] < 10 * last[1]:
-                return  # with the next result, or the step's last
-            t0 = time.perf_counter()
+            if self._throttle.skip(event, state):  # with the next result, the step's last,
+                self._throttle.later(event.run_id, lambda: self._flush(state))  # or soon
+                return
+            since = time.perf_counter()
             with self._tx() as db:
                 self._checkpoint(db, state)
-            if mid:
-                self._mid[event.run_id] = (time.perf_counter(), time.perf_counter() - t0)
-            else:
-                self._mid.pop(event.run_id, None)
+            self._throttle.wrote(event, state, since)
         self.news.events(event.run_id)
+
+    def _flush(self, state: RunState) -> None:
+        """What waits of a run still at a checkpoint (a result held back) goes in now."""
+        with self._lock:
+            if not (rows := self._pending.get(state.run_id)) or rows[-1][2] not in CHECKPOINTS:
+                return  # written already, or mid-reply: its next checkpoint writes it
+            with self._tx() as db:
+                self._checkpoint(db, state)
+        self.news.events(state.run_id)
 
     def _checkpoint(self, db: sqlite3.Connection, state: RunState) -> None:
         """The run's waiting events and its state (the lock is held)."""

@@ -313,3 +313,36 @@ def test_return_schema_never_rejects_real_output(tmp_path):
     t = one(tmp_path, {"name": "x", "description": "d", "returns": {"type": "integer"},
                        "handler": {"command": [PY, "-c", "print('not an integer')"]}})
     assert call(t).strip() == "not an integer"
+
+
+def test_killing_a_group_kills_its_grandchildren_and_waits_only_when_asked():
+    """processes.py is the one home of killing a command's group (a command tool's, an MCP
+    server's last resort): a grandchild dies with it, and `wait=False` leaves the reaping to
+    the caller."""
+    import subprocess as _subprocess
+    import sys as _sys
+    import time as _time
+
+    from jsonagent.tools.processes import kill_group, kill_pgid
+
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
+    for wait in (False, True):
+        proc = _subprocess.Popen([_sys.executable, "-c", code], stdout=_subprocess.PIPE,
+                                 start_new_session=True)
+        grandchild = int(proc.stdout.readline())
+        kill_group(proc, wait=wait)
+        assert (proc.returncode is not None) == wait
+        proc.wait(5)
+        deadline = _time.monotonic() + 5
+        while _time.monotonic() < deadline:  # dead: gone, or a zombie init has yet to reap
+            try:
+                with open(f"/proc/{grandchild}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except FileNotFoundError:
+                break
+            _time.sleep(0.05)
+        else:
+            raise AssertionError(f"grandchild {grandchild} outlived its group")
+    kill_pgid(None)  # an MCP server that never started: nothing to kill

@@ -291,14 +291,12 @@ def _interrupts(runner: Runner, info: Any) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": iid, "reason": pending.kind,
                                 "responseSchema": SCHEMAS[pending.kind],
                                 "metadata": {"pending": pending.model_dump(mode="json")}}
-        if pending.kind == "approval":
+        if pending.kind in ("approval", "once"):
             item["toolCallId"] = shown(runner.store, pending.id, read) if pending.id else \
                 _waiting_call(runner, info)
-            item["message"] = f"Allow {pending.tool} with {text_of(pending.args or {})}?"
-        elif pending.kind == "once":
-            item["toolCallId"] = shown(runner.store, pending.id, read) if pending.id else \
-                _waiting_call(runner, info)
-            item["message"] = once_question(pending.tool, pending.args, pending.key)
+            item["message"] = once_question(pending.tool, pending.args, pending.key) \
+                if pending.kind == "once" else \
+                f"Allow {pending.tool} with {text_of(pending.args or {})}?"
         else:
             item["message"] = pending.question or ""
         out.append(item)

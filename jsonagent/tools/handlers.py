@@ -204,7 +204,7 @@ class CommandHandler:
         except OSError as exc:
             raise ToolError(f"command {name!r} could not start: {exc.strerror or exc}") from None
         try:
-            with watching(lambda: kill_group(proc, only_children=True)):
+            with watching(lambda: kill_group(proc, wait=False)):
                 out, err = proc.communicate(data, timeout=self.timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc)
@@ -214,7 +214,7 @@ class CommandHandler:
             kill_group(proc)
             raise
         finally:
-            kill_group(proc, only_children=True)
+            kill_group(proc, wait=False)
         text = out.decode("utf-8", "replace")
         if proc.returncode != 0:
             why = (f"killed by signal {-proc.returncode}" if proc.returncode < 0

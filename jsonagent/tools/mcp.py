@@ -29,6 +29,7 @@ from ..cancel import quiet, watching
 from ..errors import ConfigError, SpecError, ToolError
 from .mcp_config import config_entries
 from .mcp_result import observation
+from .processes import kill_pgid
 from .specs import ToolSpec
 
 START_TIMEOUT = 30.0
@@ -280,7 +281,7 @@ class MCPServer:
                 self._done.cancel()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=_CLOSE_TIMEOUT)
-        _reap(self.pid)
+        kill_pgid(self.pid)  # last resort: the SDK's shutdown left the server alive
         if not thread.is_alive():
             loop.close()
         if self._stderr is not None:
@@ -370,18 +371,6 @@ def _describe(exc: BaseException) -> str:
         return f"command not found: {exc.filename or exc}"
     text = str(exc) or type(exc).__name__
     return " ".join(text.split())[:300]
-
-
-def _reap(pid: int | None) -> None:
-    """Last resort: kill the server's process group if the SDK's shutdown left it alive."""
-    import signal
-
-    if pid is None:
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 def load_config(path: str | Path, **options: Any) -> list[MCPServer]:

@@ -28,14 +28,22 @@ def dies_with_us() -> Callable[[], None] | None:
     return child
 
 
-def kill_group(proc: subprocess.Popen, only_children: bool = False) -> None:
-    """Kill the process group the command leads, so a grandchild it started dies with it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if not only_children:
+def kill_group(proc: subprocess.Popen, wait: bool = True) -> None:
+    """Kill the process group the command leads, so a grandchild it started dies with it;
+    `wait`: then wait for the command (5 s at most), so no zombie is left."""
+    kill_pgid(proc.pid)
+    if wait:
         try:
             proc.communicate(timeout=5)
         except Exception:
             pass
+
+
+def kill_pgid(pgid: int | None) -> None:
+    """SIGKILL to the process group `pgid` leads, if it is still there."""
+    if pgid is None:
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # gone already, or never ours
+        pass

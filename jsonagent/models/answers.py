@@ -16,6 +16,10 @@ HEAD_CHARS = 120
 """How much of a body that is not a chat completion its error shows."""
 
 
+def ignore(piece: str) -> None:
+    """Where a reply streamed for the transport's sake, not for a watcher, sends its pieces."""
+
+
 def watch_done(stream) -> Callable[[], bool]:
     """Whether the stream's [DONE] came, which the SDK reads without a word: its event
     decoder is watched. With an SDK that reads it otherwise, never (a finish_reason ends

@@ -14,8 +14,8 @@ from ..errors import (Cancelled, ConfigError, ContentFiltered, ModelTimeout,
                       model_error_for, retry_after_s)
 from ..status import Reason
 from . import Message, ModelReply, Usage
-from .answers import (ODD_STREAM, UNENDED, as_text, head_of, no_choices, reported_usage,
-                      stream_broke, watch_done)
+from .answers import (ODD_STREAM, UNENDED, as_text, head_of, ignore, no_choices,
+                      reported_usage, stream_broke, watch_done)
 from .refusals import (FORMAT_STATUSES, detail_of, is_openai, refuses_format, refuses_streaming,
                        refuses_tool_calls)
 from .requests_loop import requests_loop, started
@@ -94,8 +94,7 @@ class OpenAIModel:
                           "grammar_costly": grammar_costly,
                           "stream_unmarked": stream_unmarked}
         if not deadline > 0:
-            raise ConfigError(f"deadline {deadline!r}: a request's deadline is a number of "
-                              "seconds above 0")
+            raise ConfigError(f"deadline {deadline!r}: a request's deadline is seconds, > 0")
         self.deadline = deadline
         self._detection = Detection(self.base_url, api_key, model, min(DETECTION_S, deadline)) \
             if detect and not is_openai(self.base_url) else None
@@ -113,13 +112,13 @@ class OpenAIModel:
         # the dialect of llama-cpp-python's server, before giving up on schemas altogether.
         self._schema_as_json_object = False
         self._streams = True
+        """False once the endpoint refused a streamed request: one fallback, said once."""
         self._slow_whole = False
         """A whole reply outlasted the read timeout once: the rest are streamed."""
         self._parallel = True
         """False once the endpoint refused parallel_tool_calls: it goes no more."""
         self._said_no_usage = False
         self._where = {"model": model, "endpoint": self.base_url}
-        """False once the endpoint refused a streamed request: one fallback, said once."""
 
     def complete(self, messages: list[Message], response_format: dict | None, *,
                  stop: list[str] | None = None,
@@ -147,11 +146,10 @@ class OpenAIModel:
             kwargs["parallel_tool_calls"] = True
         streamed = self._streams and (on_delta is not None or self._slow_whole)
         # one deadline for the request, however often it is asked again below (streamed, or
-        # without what the endpoint refused), and after what the server is was asked (its
-        # own bound): a slow endpoint is not given a new deadline each time
+        # without what was refused), set after detection (its own bound)
         ends = time.monotonic() + self.deadline if _ends is None else _ends
         try:
-            text, u, finish = self._request(self._streamed(kwargs, on_delta or _ignore)
+            text, u, finish = self._request(self._streamed(kwargs, on_delta or ignore)
                                             if streamed else self._whole(kwargs), ends)
         except self._openai.APIStatusError as exc:
             detail = detail_of(exc)
@@ -177,10 +175,9 @@ class OpenAIModel:
                                   **self._where) from None
         except self._openai.APITimeoutError:
             if not streamed and self._streams and not self._slow_whole:
-                # a whole reply sends nothing until it is written: a local server writing
-                # 1,024 tokens under its grammar outlasts the read timeout, and tried again
-                # whole it times out again (a run failed after 620 s so). Streamed, each
-                # token shows it is alive, and the read timeout catches only a silent one.
+                # a whole reply sends nothing until written: 1,024 tokens under a local
+                # server's grammar outlast the read timeout, whole again and again (a run
+                # failed after 620 s so); streamed, each token shows the server is alive
                 self._slow_whole = True
                 log.warning("%s sent no whole reply within %g s; streaming replies from "
                             "now on", self.base_url, self.timeout)
@@ -401,7 +398,3 @@ class OpenAIModel:
         # the model too: one endpoint serves several, and a key may fit only some of them
         return f"{self.base_url} answered {status} for model {self.name!r}: {detail}" + \
             (f" ({hint})" if hint else "")
-
-
-def _ignore(piece: str) -> None:
-    """Where a reply streamed for the transport's sake, not for a watcher, sends its pieces."""

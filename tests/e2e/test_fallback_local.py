@@ -35,5 +35,9 @@ def test_503s_until_the_retries_are_spent_then_the_local_model_answers(gguf):
     # the local model's own JSON mode (a grammar from the schema), not the endpoint's object
     assert calls and {c.model for c in calls} == {local.name}
     assert {c.json_mode for c in calls} == {local.default_json_mode}
-    # whatever the 135M model then does with the task, the step it took is recorded as its
-    assert result.steps and result.steps[0].model == local.name
+    # whatever the 135M model then does with the task, the step it took is recorded as its;
+    # one that repeats a clause to its token limit has each reply cut, and none run (issue 58)
+    if result.steps:
+        assert result.steps[0].model == local.name
+    else:
+        assert "each was cut off at the token limit" in result.error, result.error

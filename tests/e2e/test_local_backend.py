@@ -123,9 +123,13 @@ def test_whole_runs_in_process(local_model, tmp_path):
         result = agent.run(question)
 
         assert result.json_mode == "schema"  # the local backend's default
-        assert result.stats.invalid_replies == 0 and result.stats.reasks == 0
         events = assert_transcript_complete(tmp_path / f"run{i}.jsonl", result)
-        assert_first_try_valid(events, agent.toolset)
+        # the grammar shapes every reply; one it had to steer to a close at its token limit
+        # (the 135M model repeats a clause) was cut, and is asked again, never run (issue 58)
+        cut = [e for e in events if e.type == "model_reply" and e.finish_reason == "length"]
+        assert result.stats.invalid_replies == len(cut)
+        assert all(e.stage == "cut" for e in events if e.type == "reask")
+        assert_first_try_valid(events, agent.toolset, attempts=not cut)
         acted += tools_that_ran(result, desk, *before)
         replies = [e for e in events if e.type == "model_reply"]
         for later in replies[1:]:  # each step reuses the system prompt and the history so far
@@ -142,8 +146,9 @@ def test_cli_model_local_path(gguf, tmp_path):
         capture_output=True, text=True, env=dict(os.environ), timeout=300, stdin=subprocess.DEVNULL)
     result = json.loads(done.stdout)
     assert done.returncode == {"completed": 0, "failed": 1, "max_steps": 3, "needs_human": 4}[result["status"]]
-    assert result["json_mode"] == "schema" and result["stats"]["invalid_replies"] == 0
     events = read_journal(transcript)
+    cut = [e for e in events if e.type == "model_reply" and e.finish_reason == "length"]
+    assert result["json_mode"] == "schema" and result["stats"]["invalid_replies"] == len(cut)
     assert events[0].type == "run_start" and events[-1].type == "run_end"
     assert len([e for e in events if e.type == "model_reply"]) == result["stats"]["model_calls"]
 

@@ -89,10 +89,9 @@ def test_cli_run_through_the_server(llama_server, tmp_path):
     assert result["json_mode"] == "schema"
     events = read_journal(transcript)
     replies = [e for e in events if e.type == "model_reply"]
-    # detected as llama-cpp-python, whose grammar is costly: a step's first try goes without
-    # it, and only a reply that breaks the envelope is asked again under it
-    assert replies[0].json_mode == "prompt"
-    assert all(r.json_mode == "schema" for r in replies if r.attempt > 0)
+    # detected as llama-cpp-python: every try has the schema's grammar, the first too (asked
+    # for without it first, 6 of 38 replies broke the envelope; issue 58)
+    assert all(r.json_mode == "schema" for r in replies)
     # the grammar shapes every reply it is sent with; a 135M model may still run out of
     # tokens inside a string now and then, which is a re-ask, not a malformed reply
     for reply in (r for r in replies if r.json_mode == "schema"):
